@@ -1,0 +1,137 @@
+"""Argument checks shared by every public function.
+
+Each check raises before any work starts, with a message that names the
+argument and says what was expected. Nothing here computes anything.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+#: Estimator kinds (feature maps) the toolkit implements.
+KINDS = ("trig", "positive", "hyperbolic")
+#: Projection ensembles of :func:`rfkernels.draw_projections`.
+ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr")
+#: Row-norm laws for the projections.
+NORMS = ("chi", "fixed")
+
+
+def check_choice(value, name, choices):
+    """Return ``value`` if it is one of ``choices``, else raise ValueError listing them."""
+    if not isinstance(value, str) or value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {valid}; got {value!r}")
+    return value
+
+
+def check_kind(kind):
+    return check_choice(kind, "kind", KINDS)
+
+
+def check_ensemble(ensemble, choices=ENSEMBLES):
+    return check_choice(ensemble, "ensemble", choices)
+
+
+def check_norms(norms, choices=NORMS):
+    return check_choice(norms, "norms", choices)
+
+
+def check_int(value, name, minimum=1):
+    """Return ``value`` as a Python int >= ``minimum``.
+
+    Integral floats (``1e6``) are accepted; booleans, fractions and
+    non-numbers are not.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer; got {value!r}")
+    if isinstance(value, numbers.Integral):
+        out = int(value)
+    elif isinstance(value, numbers.Real) and float(value).is_integer():
+        out = int(value)
+    else:
+        try:
+            out = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an integer; got {value!r}") from None
+    if out < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return out
+
+
+def check_int_array(value, name, minimum=1):
+    """Return ``value`` as an int64 array with every entry >= ``minimum``."""
+    arr = np.asarray(value)
+    if arr.dtype == bool or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise TypeError(f"{name} must be an integer or array of integers; got {value!r}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise TypeError(f"{name} must hold integers; got {value!r}")
+    out = arr.astype(np.int64)
+    if np.any(out < minimum):
+        raise ValueError(f"{name} must be >= {minimum}; got {value!r}")
+    return out
+
+
+def check_finite(value, name, xp=np):
+    """Return ``value`` as a float64 array of ``xp`` after checking it is finite."""
+    arr = xp.asarray(value, dtype=xp.float64)
+    if not bool(xp.all(xp.isfinite(arr))):
+        raise ValueError(f"{name} must be finite (no inf or NaN)")
+    return arr
+
+
+def check_vectors(value, name, xp=np, ndim_min=1):
+    """A finite float64 array of vectors, the last axis being the dimension d >= 1."""
+    arr = check_finite(value, name, xp)
+    if arr.ndim < ndim_min:
+        raise ValueError(
+            f"{name} must have at least {ndim_min} dimension(s) (..., d); got shape {arr.shape}"
+        )
+    if arr.shape[-1] < 1:
+        raise ValueError(f"{name} must have d >= 1 along its last axis; got shape {arr.shape}")
+    return arr
+
+
+def check_matrix(value, name, xp=np):
+    """A finite float64 2-D array (n, d)."""
+    arr = check_finite(value, name, xp)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape (n, d); got shape {arr.shape}")
+    if arr.shape[1] < 1:
+        raise ValueError(f"{name} must have d >= 1 columns; got shape {arr.shape}")
+    return arr
+
+
+def check_same_d(shapes, names):
+    """All arrays share the last dimension d."""
+    ds = [s[-1] for s in shapes]
+    if len(set(ds)) > 1:
+        desc = ", ".join(f"{n} has d={d}" for n, d in zip(names, ds))
+        raise ValueError(f"dimension mismatch: {desc}; all must share d")
+    return ds[0]
+
+
+def check_seed(seed):
+    """Return a ``numpy.random.Generator`` for ``seed``.
+
+    Accepts None, an int >= 0, a ``numpy.random.SeedSequence`` or a
+    ``numpy.random.Generator`` (returned as is, so the caller's stream
+    advances).
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, np.random.SeedSequence):
+        return np.random.default_rng(seed)
+    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, bool):
+        if int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+        return np.random.default_rng(int(seed))
+    raise TypeError(
+        "seed must be None, a non-negative int, a numpy.random.SeedSequence "
+        f"or a numpy.random.Generator; got {type(seed).__name__}"
+    )
