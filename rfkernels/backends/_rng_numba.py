@@ -1,0 +1,172 @@
+"""Scalar Numba versions of :mod:`rfkernels.rng`: the same numbers, one at a time.
+
+Each function is ``@numba.njit(cache=True)`` and can be called from other
+jitted code, including ``prange`` loops; a variate depends only on
+``(key, trial, slot, stream)``, never on the thread that computes it. See
+:mod:`rfkernels.rng` for the counter layout and the mathematics; the
+expressions below are written in the same order as there, so that the
+vectorised and the scalar code round identically.
+
+Integer typing: Numba turns ``uint64 op int64`` into float64, so every
+integer here is converted to ``uint64`` on entry and combined only with
+``uint64`` constants. Words are kept in uint64 below 2**32; the 32x32-bit
+products are exact in uint64 and split into their high and low halves with
+a shift and a mask. Inputs are not range-checked (this is the hot path):
+key words and ``slot`` are taken mod 2**32, ``stream`` must be below 2**16.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+_SHIFT16 = np.uint64(16)
+_SHIFT12 = np.uint64(12)
+_M0 = np.uint64(0xD2511F53)
+_M1 = np.uint64(0xCD9E8D57)
+_W0 = np.uint64(0x9E3779B9)
+_W1 = np.uint64(0xBB67AE85)
+
+_TWO_PI = 6.283185307179586
+_TWO_M52 = 2.0**-52
+_TWO_M32 = 2.0**-32
+_SQUEEZE = 0.0331
+_ONE_THIRD = 1.0 / 3.0
+
+#: Must equal rfkernels.rng.ATTEMPT_BOOST / MAX_ATTEMPTS.
+_ATTEMPT_BOOST = 0xFFFF
+_MAX_ATTEMPTS = 0xFFFF
+
+
+@numba.njit(cache=True)
+def _philox_u64(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on uint64 words below 2**32; returns four such uint64."""
+    x0 = c0
+    x1 = c1
+    x2 = c2
+    x3 = c3
+    r0 = k0
+    r1 = k1
+    for r in range(10):
+        if r > 0:
+            r0 = (r0 + _W0) & _MASK32
+            r1 = (r1 + _W1) & _MASK32
+        p0 = _M0 * x0
+        p1 = _M1 * x2
+        y0 = (p1 >> _SHIFT32) ^ x1 ^ r0
+        y1 = p1 & _MASK32
+        y2 = (p0 >> _SHIFT32) ^ x3 ^ r1
+        y3 = p0 & _MASK32
+        x0 = y0
+        x1 = y1
+        x2 = y2
+        x3 = y3
+    return x0, x1, x2, x3
+
+
+@numba.njit(cache=True)
+def philox4x32_10_scalar(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 of one counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``.
+
+    Arguments are integers taken mod 2**32; returns a tuple of four
+    ``numpy.uint32``. Same as :func:`rfkernels.rng.philox4x32_10`.
+    """
+    w0, w1, w2, w3 = _philox_u64(
+        np.uint64(c0) & _MASK32,
+        np.uint64(c1) & _MASK32,
+        np.uint64(c2) & _MASK32,
+        np.uint64(c3) & _MASK32,
+        np.uint64(k0) & _MASK32,
+        np.uint64(k1) & _MASK32,
+    )
+    return np.uint32(w0), np.uint32(w1), np.uint32(w2), np.uint32(w3)
+
+
+@numba.njit(cache=True)
+def _block(k0, k1, trial, slot, stream, attempt):
+    """Philox block at counter (slot, stream << 16 | attempt, trial lo, trial hi)."""
+    t = np.uint64(trial)
+    c1 = ((np.uint64(stream) << _SHIFT16) | np.uint64(attempt)) & _MASK32
+    return _philox_u64(
+        np.uint64(slot) & _MASK32,
+        c1,
+        t & _MASK32,
+        t >> _SHIFT32,
+        np.uint64(k0) & _MASK32,
+        np.uint64(k1) & _MASK32,
+    )
+
+
+@numba.njit(cache=True)
+def _uniform52(lo, hi):
+    bits = (hi << _SHIFT32) | lo
+    return (np.float64(bits >> _SHIFT12) + 0.5) * _TWO_M52
+
+
+@numba.njit(cache=True)
+def _uniform32(w):
+    return (np.float64(w) + 0.5) * _TWO_M32
+
+
+@numba.njit(cache=True)
+def _box_muller(u1, u2):
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
+
+
+@numba.njit(cache=True)
+def normal_at(k0, k1, trial, slot, stream):
+    """Standard normal at ``(key, trial, slot, stream)``; = :func:`rfkernels.rng.normal`."""
+    w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, 0)
+    return _box_muller(_uniform52(w0, w1), _uniform52(w2, w3))
+
+
+@numba.njit(cache=True)
+def chi_square_at(k0, k1, trial, slot, stream, dof):
+    """Chi-square with ``dof > 0`` at ``(key, trial, slot, stream)``.
+
+    Same number as :func:`rfkernels.rng.chi_square` (Marsaglia-Tsang with
+    attempt ``n`` read from counter word ``(stream << 16) | n``; for shape
+    ``dof/2 < 1`` the boost uniform from attempt word ``0xffff``). Raises
+    ValueError if ``dof`` is not finite and > 0.
+    """
+    if not (dof > 0.0 and dof < math.inf):
+        raise ValueError("dof must be finite and > 0 (degrees of freedom of the chi-square)")
+    a = 0.5 * dof
+    small = a < 1.0
+    alpha = a + 1.0 if small else a
+    d = alpha - _ONE_THIRD
+    c = 1.0 / math.sqrt(9.0 * d)
+    g = math.nan
+    found = False
+    for attempt in range(_MAX_ATTEMPTS):
+        w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, attempt)
+        x = _box_muller(_uniform52(w0, w1), _uniform32(w2))
+        u = _uniform32(w3)
+        base = 1.0 + c * x
+        v = base * base * base
+        if v <= 0.0:
+            continue
+        x2 = x * x
+        if u < 1.0 - _SQUEEZE * (x2 * x2) or math.log(u) < 0.5 * x2 + d * (
+            (1.0 - v) + math.log(v)
+        ):
+            g = d * v
+            found = True
+            break
+    if not found:
+        raise RuntimeError("chi_square_at: no acceptance within the available attempts")
+    if small:
+        w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, _ATTEMPT_BOOST)
+        u = _uniform52(w0, w1)
+        g = g * math.exp(math.log(u) / a)
+    return 2.0 * g
+
+
+@numba.njit(cache=True)
+def chi_at(k0, k1, trial, slot, stream, dof):
+    """Chi with ``dof > 0``: ``sqrt(chi_square_at(...))``; = :func:`rfkernels.rng.chi`."""
+    return math.sqrt(chi_square_at(k0, k1, trial, slot, stream, dof))
