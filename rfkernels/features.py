@@ -1,0 +1,422 @@
+r"""Random feature maps for the softmax kernel and the estimates they give.
+
+Given a projection matrix W (rows ω_1..ω_m, see
+:func:`rfkernels.draw_projections`), each feature map φ is a deterministic
+function of (X, W) and
+
+.. math:: \widehat{SM}(x, y) = \varphi(x)^\top \varphi(y)
+
+is an unbiased estimate of :math:`SM(x, y) = \exp(x^\top y)` when every
+:math:`\omega_i \sim N(0, I_d)` marginally.
+
+Shapes and conventions shared by every function here:
+
+- X is (n_x, d), Y is (n_y, d), W is (m, d), all finite. A 1-D ``x`` of
+  shape (d,) is accepted as a single row and, as in :func:`numpy.matmul`,
+  its axis is dropped from the result: ``estimate(x, y, W, k)`` is a scalar,
+  ``feature_map(x, W, k)`` has shape (r,). W must be 2-D with m >= 1 rows.
+- NumPy arrays in give NumPy arrays out; CuPy arrays in (any argument) give
+  CuPy arrays out. The code is written once against the array namespace.
+- Linear-domain functions (:func:`feature_map`, :func:`estimate`,
+  :func:`softmax_kernel`) never return inf or NaN: if a result overflows
+  they raise ``FloatingPointError`` and point to the log-domain functions
+  :func:`log_estimate` and :func:`log_softmax_kernel`, which stay finite.
+
+References
+----------
+.. [1] K. Choromanski, V. Likhosherstov, D. Dohan, X. Song, A. Gane,
+   T. Sarlos, P. Hawkins, J. Davis, A. Mohiuddin, L. Kaiser, D. Belanger,
+   L. Colwell and A. Weller, "Rethinking Attention with Performers",
+   ICLR 2021. https://arxiv.org/abs/2009.14794
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import check_finite, check_kind, check_same_d
+from .backends import get_array_module
+
+__all__ = [
+    "estimate",
+    "feature_map",
+    "log_estimate",
+    "log_softmax_kernel",
+    "softmax_kernel",
+]
+
+#: Below this, the max-shifted product of exponentials in the log-domain
+#: path may have lost terms to underflow; those entries are recomputed exactly.
+_LME_TINY = 1e-250
+#: Elements per chunk of the exact (pairs × features) fallback.
+_LME_CHUNK = 1 << 22
+
+
+# --------------------------------------------------------------- validation
+
+
+def _rows(value, name, xp):
+    """A finite float64 array of shape (n, d) and whether it came in 1-D."""
+    arr = check_finite(value, name, xp)
+    if arr.ndim == 1:
+        if arr.shape[0] < 1:
+            raise ValueError(f"{name} must have d >= 1 entries; got shape {arr.shape}")
+        return arr[None, :], True
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 1-D vector (d,) or a 2-D array (n, d); got shape {arr.shape}"
+        )
+    if arr.shape[1] < 1:
+        raise ValueError(f"{name} must have d >= 1 columns; got shape {arr.shape}")
+    return arr, False
+
+
+def _projections(value, xp):
+    w = check_finite(value, "W", xp)
+    if w.ndim != 2:
+        raise ValueError(f"W must be a 2-D array of shape (m, d); got shape {w.shape}")
+    if w.shape[0] < 1 or w.shape[1] < 1:
+        raise ValueError(f"W must have m >= 1 rows and d >= 1 columns; got shape {w.shape}")
+    return w
+
+
+def _check_pair(X, Y, W=None, kind=None):
+    """Validate everything before any work; returns xp, arrays and squeeze flags."""
+    args = (X, Y) if W is None else (X, Y, W)
+    xp = get_array_module(*args)
+    if kind is not None:
+        check_kind(kind)
+    x, x1 = _rows(X, "X", xp)
+    y, y1 = _rows(Y, "Y", xp)
+    if W is None:
+        check_same_d([x.shape, y.shape], ["X", "Y"])
+        return xp, x, y, None, x1, y1
+    w = _projections(W, xp)
+    check_same_d([x.shape, y.shape, w.shape], ["X", "Y", "W"])
+    return xp, x, y, w, x1, y1
+
+
+def _squeeze(a, x1, y1):
+    """Drop the row axis of a 1-D X and/or Y from an (n_x, n_y) result."""
+    if x1 and y1:
+        return a[0, 0]
+    if x1:
+        return a[0]
+    if y1:
+        return a[:, 0]
+    return a
+
+
+def _require_finite(a, xp, what, log_name):
+    if not bool(xp.all(xp.isfinite(a))):
+        raise FloatingPointError(
+            f"{what} overflowed (inf or NaN): the input is too large for the linear "
+            f"domain; use rfkernels.{log_name}, which works in the log domain"
+        )
+    return a
+
+
+# --------------------------------------------------------------- linear domain
+
+
+def _features(x, w, kind, xp):
+    m = w.shape[0]
+    proj = x @ w.T  # (n, m): ω_i·x
+    half_sq = 0.5 * xp.sum(x * x, axis=1, keepdims=True)  # |x|²/2
+    if kind == "trig":
+        scale = xp.exp(half_sq) / math.sqrt(m)
+        return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
+    if kind == "positive":
+        return xp.exp(proj - half_sq) / math.sqrt(m)
+    # hyperbolic: exp(-|x|²/2)/sqrt(2m)·[exp(Wx), exp(-Wx)]
+    return xp.exp(xp.concatenate([proj, -proj], axis=1) - half_sq) / math.sqrt(2 * m)
+
+
+def feature_map(X, W, kind):
+    r"""Random features φ(X) of the softmax kernel, 1/sqrt(m) included.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d) or (d,)
+        Finite inputs; a 1-D x is one row and the result is then (r,).
+    W : array_like of shape (m, d)
+        Projections ω_1..ω_m as rows (:func:`rfkernels.draw_projections`).
+    kind : {"trig", "positive", "hyperbolic"}
+        The estimator.
+
+    Returns
+    -------
+    phi : ndarray of shape (n, r)
+        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"``;
+        ``feature_map(X, W, k) @ feature_map(Y, W, k).T`` is
+        :func:`estimate`. Columns are ordered [sin | cos] and
+        [exp(+) | exp(−)].
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped X or W, d mismatch, unknown kind.
+    FloatingPointError
+        If a feature overflows; use :func:`log_estimate` instead.
+
+    Notes
+    -----
+    With :math:`\omega_1..\omega_m` the rows of W [1]_:
+
+    .. math::
+
+        \varphi_{\text{trig}}(x) &= \frac{e^{|x|^2/2}}{\sqrt{m}}
+            \bigl[\sin(\omega_i^\top x)\bigr]_i \oplus
+            \frac{e^{|x|^2/2}}{\sqrt{m}}\bigl[\cos(\omega_i^\top x)\bigr]_i \\
+        \varphi_{+}(x) &= \frac{1}{\sqrt{m}}
+            \bigl[e^{\omega_i^\top x - |x|^2/2}\bigr]_i \\
+        \varphi_{\text{hyp}}(x) &= \frac{e^{-|x|^2/2}}{\sqrt{2m}}
+            \bigl[e^{\omega_i^\top x}\bigr]_i \oplus
+            \frac{e^{-|x|^2/2}}{\sqrt{2m}}\bigl[e^{-\omega_i^\top x}\bigr]_i
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021, Lemma 1 and Section 2.3. https://arxiv.org/abs/2009.14794
+    """
+    xp = get_array_module(X, W)
+    check_kind(kind)
+    x, x1 = _rows(X, "X", xp)
+    w = _projections(W, xp)
+    check_same_d([x.shape, w.shape], ["X", "W"])
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        phi = _features(x, w, kind, xp)
+    _require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
+    return phi[0] if x1 else phi
+
+
+def estimate(X, Y, W, kind):
+    r"""Random-feature estimate of exp(X @ Y.T) for every pair of rows.
+
+    Parameters
+    ----------
+    X : array_like of shape (n_x, d) or (d,)
+    Y : array_like of shape (n_y, d) or (d,)
+    W : array_like of shape (m, d)
+        Projections as rows.
+    kind : {"trig", "positive", "hyperbolic"}
+
+    Returns
+    -------
+    K : ndarray of shape (n_x, n_y)
+        ``feature_map(X, W, kind) @ feature_map(Y, W, kind).T``; the row
+        axis of a 1-D X or Y is dropped (a scalar for two vectors).
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped inputs, d mismatch, unknown kind.
+    FloatingPointError
+        If a feature or the estimate overflows; :func:`log_estimate` gives
+        the same numbers as ``(sign, log|K|)`` without overflow.
+
+    Notes
+    -----
+    With :math:`u = x + y`, :math:`z = x - y` and
+    :math:`\Lambda = e^{-(|x|^2 + |y|^2)/2}`, the estimates are [1]_
+
+    .. math::
+
+        \widehat{SM}_{\text{trig}} &= e^{(|x|^2+|y|^2)/2}\,
+            \frac1m\sum_i \cos(\omega_i^\top z) \\
+        \widehat{SM}_{+} &= \Lambda\, \frac1m\sum_i e^{\omega_i^\top u} \\
+        \widehat{SM}_{\text{hyp}} &= \Lambda\, \frac1m\sum_i \cosh(\omega_i^\top u)
+
+    each unbiased for :math:`SM(x, y) = e^{x^\top y}` when
+    :math:`\omega_i \sim N(0, I_d)` marginally. Underflow to 0 is not an
+    error (the estimate is then below the smallest double).
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021. https://arxiv.org/abs/2009.14794
+    """
+    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        k = _features(x, w, kind, xp) @ _features(y, w, kind, xp).T
+    _require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
+    return _squeeze(k, x1, y1)
+
+
+def softmax_kernel(X, Y):
+    r"""The exact softmax kernel exp(X @ Y.T).
+
+    Parameters
+    ----------
+    X : array_like of shape (n_x, d) or (d,)
+    Y : array_like of shape (n_y, d) or (d,)
+
+    Returns
+    -------
+    K : ndarray of shape (n_x, n_y)
+        :math:`SM(x, y) = e^{x^\top y}`; a 1-D argument's axis is dropped.
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped inputs, d mismatch.
+    FloatingPointError
+        If exp overflows; use :func:`log_softmax_kernel`.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021. https://arxiv.org/abs/2009.14794
+    """
+    xp, x, y, _, x1, y1 = _check_pair(X, Y)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        k = xp.exp(x @ y.T)
+    _require_finite(k, xp, "softmax_kernel", "log_softmax_kernel")
+    return _squeeze(k, x1, y1)
+
+
+# --------------------------------------------------------------- log domain
+
+
+def log_softmax_kernel(X, Y):
+    r"""log SM(X, Y) = X @ Y.T, the log-domain companion of :func:`softmax_kernel`.
+
+    Parameters
+    ----------
+    X : array_like of shape (n_x, d) or (d,)
+    Y : array_like of shape (n_y, d) or (d,)
+
+    Returns
+    -------
+    L : ndarray of shape (n_x, n_y)
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021. https://arxiv.org/abs/2009.14794
+    """
+    xp, x, y, _, x1, y1 = _check_pair(X, Y)
+    return _squeeze(x @ y.T, x1, y1)
+
+
+def _log_matmul_exp(a, b, xp):
+    r"""``log(exp(a) @ exp(b).T)`` for a (n_x, k), b (n_y, k), without overflow.
+
+    Each row is shifted by its maximum, so the product of exponentials is a
+    sum of positive terms <= 1 computed by a matmul. Where that sum is below
+    ``_LME_TINY`` the terms that matter may have underflowed (the maxima of a
+    row of ``a`` and of ``b`` sit at different k); those entries are redone
+    as an exact logsumexp over k of ``a[i] + b[j]``.
+    """
+    a_max = xp.max(a, axis=1)
+    b_max = xp.max(b, axis=1)
+    s = xp.exp(a - a_max[:, None]) @ xp.exp(b - b_max[:, None]).T
+    out = xp.log(s) + a_max[:, None] + b_max[None, :]
+    ii, jj = xp.nonzero(s < _LME_TINY)
+    n_bad = int(ii.shape[0])
+    if n_bad:
+        step = max(1, _LME_CHUNK // a.shape[1])
+        for start in range(0, n_bad, step):
+            i = ii[start : start + step]
+            j = jj[start : start + step]
+            t = a[i] + b[j]
+            t_max = xp.max(t, axis=1)
+            out[i, j] = xp.log(xp.sum(xp.exp(t - t_max[:, None]), axis=1)) + t_max
+    return out
+
+
+def log_estimate(X, Y, W, kind):
+    r"""Sign and log-magnitude of :func:`estimate`, without overflow.
+
+    Like :func:`numpy.linalg.slogdet`, the estimate is returned as
+    ``sign * exp(logabs)``.
+
+    Parameters
+    ----------
+    X : array_like of shape (n_x, d) or (d,)
+    Y : array_like of shape (n_y, d) or (d,)
+    W : array_like of shape (m, d)
+    kind : {"trig", "positive", "hyperbolic"}
+
+    Returns
+    -------
+    sign : ndarray of shape (n_x, n_y)
+        +1.0 everywhere for ``"positive"`` and ``"hyperbolic"``; for
+        ``"trig"`` the sign of the estimate, 0.0 where it is exactly 0.
+    logabs : ndarray of shape (n_x, n_y)
+        log|estimate|; ``-inf`` only where ``sign`` is 0 (trig). Finite
+        wherever the estimate is nonzero, even where :func:`estimate`
+        overflows (e.g. |x| = |y| = 40).
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped inputs, d mismatch, unknown kind.
+    FloatingPointError
+        Only if |x|² or the projections ``W @ x`` themselves overflow (beyond
+        about 1e308), which no log-domain rewriting can represent.
+
+    Notes
+    -----
+    Positive and hyperbolic estimates are sums of exponentials, so the log
+    is a log-sum-exp over the features' exponents,
+
+    .. math::
+
+        \log \widehat{SM}_{+} &= \operatorname{logsumexp}_i
+            \bigl(\omega_i^\top x - \tfrac{|x|^2}{2}
+                  + \omega_i^\top y - \tfrac{|y|^2}{2}\bigr) - \log m \\
+        \log \widehat{SM}_{\text{hyp}} &= \operatorname{logsumexp}_{i,\pm}
+            \bigl(\pm\omega_i^\top x - \tfrac{|x|^2}{2}
+                  \pm\omega_i^\top y - \tfrac{|y|^2}{2}\bigr) - \log 2m
+
+    evaluated for all pairs through a max-shifted matrix product, with an
+    exact per-pair fallback where that product underflows. The trigonometric
+    estimate is
+
+    .. math::
+
+        \log|\widehat{SM}_{\text{trig}}| = \frac{|x|^2 + |y|^2}{2}
+            + \log\Bigl|\frac1m \sum_i \cos(\omega_i^\top x - \omega_i^\top y)\Bigr|,
+
+    the sign being that of the mean cosine. The mean has absolute rounding
+    error of order m·eps, so where it nearly cancels its relative accuracy
+    is limited, as it is for :func:`estimate`.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021. https://arxiv.org/abs/2009.14794
+    """
+    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        sign, logabs = _log_estimate(x, y, w, kind, xp)
+    # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed
+    if bool(xp.any(xp.isnan(logabs) | (logabs == xp.inf))):
+        raise FloatingPointError(
+            f"log_estimate(kind={kind!r}) overflowed: |x|^2 or the projections W @ x "
+            "are too large to represent even in the log domain"
+        )
+    return _squeeze(sign, x1, y1), _squeeze(logabs, x1, y1)
+
+
+def _log_estimate(x, y, w, kind, xp):
+    m = w.shape[0]
+    px = x @ w.T
+    py = y @ w.T
+    sq_x = 0.5 * xp.sum(x * x, axis=1)
+    sq_y = 0.5 * xp.sum(y * y, axis=1)
+    if kind == "trig":
+        mean_cos = (xp.cos(px) @ xp.cos(py).T + xp.sin(px) @ xp.sin(py).T) / m
+        sign = xp.sign(mean_cos)
+        logabs = xp.log(xp.abs(mean_cos)) + sq_x[:, None] + sq_y[None, :]
+    else:
+        if kind == "hyperbolic":
+            px = xp.concatenate([px, -px], axis=1)
+            py = xp.concatenate([py, -py], axis=1)
+        logabs = _log_matmul_exp(px - sq_x[:, None], py - sq_y[:, None], xp)
+        logabs = logabs - math.log(px.shape[1])
+        sign = xp.ones_like(logabs)
+    return sign, logabs
