@@ -32,7 +32,6 @@ independent one.
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
@@ -274,6 +273,45 @@ def _uniform32(w, xp):
 
 
 # ---------------------------------------------------------------------------
+# Elementwise evaluation (in cache-sized chunks on NumPy)
+# ---------------------------------------------------------------------------
+
+#: Entries per chunk on NumPy: keeps the temporaries of the ~100 uint64
+#: operations of a Philox block in cache (about 2.5x faster than whole arrays).
+_CHUNK = 1 << 15
+
+
+def _per_entry(a, shape, xp):
+    """``a`` broadcast to ``shape`` and flattened: one value per entry."""
+    return xp.broadcast_to(a, shape).reshape(-1)
+
+
+def _shared_or_per_entry(a, shape, xp):
+    """A 0-d ``a`` as is (shared by every entry), else :func:`_per_entry`."""
+    return a if a.ndim == 0 else _per_entry(a, shape, xp)
+
+
+def _map_chunks(core, args, n, xp):
+    """``core(*args)`` for ``n`` entries; on NumPy one chunk of entries at a time.
+
+    Each argument is 1-D of length ``n`` or 0-d (shared). ``core`` is
+    elementwise (each variate depends only on its own counter) and returns a
+    tuple of 1-D arrays, so chunking changes nothing but speed.
+    """
+    if xp is not np or n <= _CHUNK:
+        return core(*args)
+    outs = None
+    for start in range(0, n, _CHUNK):
+        sl = slice(start, min(start + _CHUNK, n))
+        res = core(*(a if a.ndim == 0 else a[sl] for a in args))
+        if outs is None:
+            outs = tuple(np.empty(n, dtype=r.dtype) for r in res)
+        for o, r in zip(outs, res):
+            o[sl] = r
+    return outs
+
+
+# ---------------------------------------------------------------------------
 # Normal
 # ---------------------------------------------------------------------------
 
@@ -329,6 +367,15 @@ def normal(key, trial, slot, stream=STREAM_NORMAL, xp=None):
     k0, k1 = _as_key(key, xp)
     t = _as_index(trial, "trial", 64, xp)
     s = _as_index(slot, "slot", 32, xp)
+    shape = np.broadcast_shapes(k0.shape, k1.shape, t.shape, s.shape)
+    args = [_shared_or_per_entry(v, shape, xp) for v in (k0, k1)]
+    args += [_per_entry(v, shape, xp) for v in (t, s)]
+    n = args[-1].shape[0]
+    (z,) = _map_chunks(lambda *a: (_normal_1d(*a, stream, xp),), args, n, xp)
+    return z.reshape(shape)
+
+
+def _normal_1d(k0, k1, t, s, stream, xp):
     w0, w1, w2, w3 = _block(k0, k1, t, s, stream, 0, xp)
     return _box_muller(_uniform52(w0, w1, xp), _uniform52(w2, w3, xp), xp)
 
@@ -369,12 +416,13 @@ def _take(a, idx):
     return a if a.ndim == 0 else a[idx]
 
 
-def _gamma_mt(k0, k1, t, s, stream, a, n, xp):
+def _gamma_mt(k0, k1, t, s, a, stream, xp):
     """Gamma(a) for ``n`` entries; a < 1 boosted from a + 1. Returns (gamma, attempts).
 
     ``t`` and ``s`` are 1-D of length ``n``; ``k0``, ``k1`` and ``a`` are either
     1-D of length ``n`` or 0-d (shared by every entry).
     """
+    n = t.shape[0]
     small = a < 1.0
     alpha = xp.where(small, a + 1.0, a)  # the shape Marsaglia-Tsang samples, >= 1
     d = alpha - _ONE_THIRD
@@ -415,14 +463,13 @@ def _chi_square(key, trial, slot, dof, stream, xp):
     t = _as_index(trial, "trial", 64, xp)
     s = _as_index(slot, "slot", 32, xp)
     f = _check_dof(dof, xp)
-    shape = np.broadcast_shapes(t.shape, s.shape, f.shape, k0.shape, k1.shape)
-    n = math.prod(shape)
-
-    def flat(v):  # 0-d stays 0-d (shared by every entry), else 1-D of length n
-        return v if v.ndim == 0 else xp.broadcast_to(v, shape).reshape(-1)
-
-    t, s = (xp.broadcast_to(v, shape).reshape(-1) for v in (t, s))
-    g, attempts = _gamma_mt(flat(k0), flat(k1), t, s, stream, flat(0.5 * f), n, xp)
+    a = xp.asarray(0.5 * f)
+    shape = np.broadcast_shapes(k0.shape, k1.shape, t.shape, s.shape, a.shape)
+    args = [_shared_or_per_entry(v, shape, xp) for v in (k0, k1)]
+    args += [_per_entry(v, shape, xp) for v in (t, s)]
+    args.append(_shared_or_per_entry(a, shape, xp))
+    n = args[-2].shape[0]
+    g, attempts = _map_chunks(lambda *a: _gamma_mt(*a, stream, xp), args, n, xp)
     return (2.0 * g).reshape(shape), attempts.reshape(shape)
 
 

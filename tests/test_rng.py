@@ -251,6 +251,24 @@ def test_same_counter_same_value_any_shape_or_order(key):
     assert zz[0] == z[12, 17] and zz[1] == rng.normal(rng.key_from_seed(3), 12, 17)
 
 
+def test_numpy_chunked_path_same_numbers(key):
+    # beyond rng._CHUNK entries NumPy works chunk by chunk; nothing may change
+    n = 2 * rng._CHUNK + 123
+    slot = np.arange(n)
+    dof = np.where(slot % 3 == 0, 0.7, 5.0)  # per-entry shapes, both branches
+    keys = np.stack([key, rng.key_from_seed(9)])[slot % 2]  # per-entry keys
+    z = rng.normal(keys, 4, slot)
+    q = rng.chi_square(keys, 4, slot, dof)
+    pick = np.r_[0:3, rng._CHUNK - 2 : rng._CHUNK + 2, n - 3 : n]
+    np.testing.assert_array_equal(z[pick], rng.normal(keys[pick], 4, pick))
+    np.testing.assert_array_equal(q[pick], rng.chi_square(keys[pick], 4, pick, dof[pick]))
+    for i in pick:
+        k0, k1 = _k(keys[i])
+        np.testing.assert_allclose(z[i], rn.normal_at(k0, k1, np.uint64(4), int(i), 0), rtol=1e-12)
+        ref = rn.chi_square_at(k0, k1, np.uint64(4), int(i), 2, dof[i])
+        np.testing.assert_allclose(q[i], ref, rtol=1e-12)
+
+
 def test_different_counters_differ(key):
     slot = np.arange(1000)
     base = rng.normal(key, 0, slot)
