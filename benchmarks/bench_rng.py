@@ -6,7 +6,9 @@ Prints variates per second for
 - a Numba ``prange`` loop calling ``normal_at`` with 1 and 2 threads,
 - ``chi_square(dof=64)`` vectorised and in a Numba ``prange`` loop.
 
-Run ``python benchmarks/bench_rng.py [n]`` (default n = 2**22 variates).
+Run ``python benchmarks/bench_rng.py [n]`` (default n = 2**22 variates) with
+the package installed (``pip install -e .``) or ``PYTHONPATH=.`` from the
+repository root.
 The first Numba call of each kernel compiles it and is not timed.
 """
 
