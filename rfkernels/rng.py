@@ -27,7 +27,9 @@ available to the chi-square sampler and ``attempt = 0xffff``
 (:data:`ATTEMPT_BOOST`) is reserved for the extra uniform of the shape < 1
 chi-square (see :func:`chi_square`). Two variates with the same ``(key, trial,
 slot, stream)`` are the same number; change any one of them to get an
-independent one.
+independent one. The stream, not the function, tells variates apart:
+:func:`normal` and :func:`chi_square` called with the same stream read the
+same Philox block at attempt 0, so give each use its own stream.
 """
 
 from __future__ import annotations
