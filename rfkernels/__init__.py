@@ -7,7 +7,7 @@ kernel (:func:`softmax_kernel`) and closed-form theory (:mod:`rfkernels.theory`)
 
 from ._validation import ENSEMBLES, KINDS, NORMS
 from .features import estimate, feature_map, log_estimate, softmax_kernel
-from .geometry import pair
+from .theory import pair
 from .projections import draw_projections
 
 __version__ = "0.1.0"

@@ -1,0 +1,494 @@
+r"""Closed-form mean squared error of the random-feature estimators.
+
+Every function is vectorised over broadcastable inputs: vectors ``x, y`` of
+shape ``(..., d)`` and an integer number of projections ``m`` broadcastable
+to the batch shape ``(...)``. Results are float64 arrays of the batch shape
+(a NumPy scalar for a single pair). The work happens in log space; the
+linear-domain functions raise :class:`FloatingPointError` rather than return
+an overflowed value, and each has a ``log=True`` form that stays finite.
+
+Notation (see ``docs/theory.rst``): :math:`u = x + y`, :math:`z = x - y`,
+:math:`s = |u|^2`, :math:`t = |z|^2`,
+:math:`\Lambda = \exp(-(|x|^2 + |y|^2)/2)`, :math:`SM = \exp(x\cdot y)`.
+``m`` counts projections; the feature dimension is ``m`` for positive
+features and ``2m`` for trig and hyperbolic ones.
+
+Notes
+-----
+All estimators average ``m`` per-projection terms ``f_i``; their MSE is
+``bias^2 + (m V + P C) / m^2`` with ``V`` the variance of one term, ``C``
+the covariance of two terms from the same orthogonal block and ``P`` the
+number of ordered pairs sharing a block (``sum_j b_j (b_j - 1)`` over block
+sizes ``b_j``; zero for iid projections).
+
+For chi norms (every row marginally N(0, I_d)) the estimators are unbiased
+and, writing ``D(x) = 1F1(d; d/2; x) - e^{2x}``,
+
+* positive:   ``V = Λ² e^s (e^s - 1)``,         ``C = Λ² D(s/2)``
+* hyperbolic: ``V = Λ² (e^s - 1)² / 2``,         ``C = Λ² D(s/2)``
+* trig:       ``V = Λ⁻² (1 - e^{-t})² / 2``,      ``C = Λ⁻² D(-t/2)``
+
+because the sum (or difference) of two orthogonal rows is isotropic with
+squared norm chi²(2d), whose moment generating function against a fixed
+vector is ``1F1(d; d/2; |a|²/2)``. With fixed norms (rows of length
+``sqrt(d)``) the same holds with ``0F1(; d/2; d q / 4)`` for one row and
+``0F1(; d/2; d q / 2)`` for a pair, and the estimator is biased.
+
+References
+----------
+.. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+   ICLR 2021 (Lemma 2, Theorem 2).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _hypergeometric as hg
+from ._validation import (
+    KINDS,
+    NORMS,
+    check_choice,
+    check_finite,
+    check_int_array,
+    check_kind,
+    check_norms,
+    check_same_d,
+    check_vectors,
+)
+
+#: Ensembles with a closed-form theory (the reference code's unfixed QR has none).
+THEORY_ENSEMBLES = ("iid", "orthogonal")
+
+_LN2 = np.log(2.0)
+
+
+class Geometry(NamedTuple):
+    """The invariants of a pair (x, y) that every MSE depends on.
+
+    Attributes
+    ----------
+    d : ndarray
+        Dimension.
+    half_sq : ndarray
+        ``(|x|^2 + |y|^2) / 2``, i.e. ``-log Λ``.
+    s : ndarray
+        ``|x + y|^2``.
+    t : ndarray
+        ``|x - y|^2``.
+    """
+
+    d: np.ndarray
+    half_sq: np.ndarray
+    s: np.ndarray
+    t: np.ndarray
+
+    @property
+    def log_sm(self):
+        """``log SM = x·y``."""
+        return (self.s - self.t) / 4.0
+
+
+def geometry(x, y):
+    """The :class:`Geometry` of vectors ``x, y`` of shape ``(..., d)``.
+
+    ``s`` and ``t`` are computed from ``x ± y`` directly, so they keep full
+    relative accuracy when x and y nearly cancel.
+    """
+    x = check_vectors(x, "x")
+    y = check_vectors(y, "y")
+    d = check_same_d([x.shape, y.shape], ["x", "y"])
+    try:
+        x, y = np.broadcast_arrays(x, y)
+    except ValueError:
+        raise ValueError(
+            f"x and y must broadcast together; got shapes {x.shape} and {y.shape}"
+        ) from None
+    sq = lambda v: np.einsum("...i,...i->...", v, v)  # noqa: E731
+    half_sq = (sq(x) + sq(y)) / 2.0
+    return Geometry(np.full(half_sq.shape, float(d)), half_sq, sq(x + y), sq(x - y))
+
+
+def geometry_from_angle(d, norm_x, norm_y, angle):
+    """The :class:`Geometry` of a pair with given norms and angle (radians).
+
+    Broadcasts over all arguments. Uses
+    ``|x ± y|² = (|x| - |y|)² + 4|x||y| cos²(θ/2)`` (resp. ``sin²``), which is
+    accurate near θ = π and θ = 0. ``d = 1`` admits only θ in {0, π}.
+    """
+    d = check_int_array(d, "d", minimum=1)
+    nx = check_finite(norm_x, "norm_x")
+    ny = check_finite(norm_y, "norm_y")
+    th = check_finite(angle, "angle")
+    if np.any(nx < 0) or np.any(ny < 0):
+        raise ValueError("norm_x and norm_y must be >= 0")
+    if np.any(th < 0) or np.any(th > np.pi):
+        raise ValueError("angle must lie in [0, pi] radians")
+    d, nx, ny, th = np.broadcast_arrays(d, nx, ny, th)
+    if np.any((d == 1) & (th != 0) & (th != np.pi)):
+        raise ValueError("angle must be 0 or pi when d == 1")
+    diff2 = (nx - ny) ** 2
+    prod4 = 4.0 * nx * ny
+    s = diff2 + prod4 * np.cos(th / 2.0) ** 2
+    t = diff2 + prod4 * np.sin(th / 2.0) ** 2
+    return Geometry(d.astype(np.float64), (nx**2 + ny**2) / 2.0, s, t)
+
+
+def _check_m(m, geom, name="m"):
+    m = check_int_array(m, name, minimum=1)
+    try:
+        np.broadcast_shapes(m.shape, geom.s.shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} of shape {m.shape} does not broadcast with the batch shape {geom.s.shape}"
+        ) from None
+    return m
+
+
+def pairs_in_blocks(m, d, ensemble):
+    """``P = sum_j b_j (b_j - 1)``: ordered pairs of projections sharing a block.
+
+    Orthogonal projections come in blocks of ``d`` rows (the last one
+    partial); iid projections share no block (P = 0).
+    """
+    m = np.asarray(m, dtype=np.int64)
+    d = np.asarray(d, dtype=np.int64)
+    if ensemble == "iid":
+        return np.zeros(np.broadcast_shapes(m.shape, d.shape))
+    q, r = np.divmod(m, d)
+    return (q * d * (d - 1) + r * (r - 1)).astype(np.float64)
+
+
+def _finish(log_value, log, what):
+    """Return ``log_value`` or its exponential, refusing silent overflow."""
+    log_value = np.asarray(log_value, dtype=np.float64)
+    if np.any(np.isnan(log_value)):  # a bug, never an input condition
+        raise FloatingPointError(f"{what}: internal error (NaN)")
+    if log:
+        return log_value[()]
+    over = log_value > np.log(np.finfo(np.float64).max)
+    if np.any(over):
+        raise FloatingPointError(
+            f"{what} overflows float64 at {int(np.count_nonzero(over))} of "
+            f"{log_value.size} point(s); use log=True (or the log_* function) "
+            "for the natural log of the value"
+        )
+    return np.exp(log_value)[()]
+
+
+def _log_expm1(a):
+    """``log(e^a - 1)`` for a > 0 without overflow."""
+    a = np.asarray(a, dtype=np.float64)
+    small = a <= 30.0
+    with np.errstate(under="ignore"):
+        big = a + np.log1p(-np.exp(-a))
+    return np.where(small, np.log(np.expm1(np.where(small, a, 1.0))), big)
+
+
+def _log_neg_expm1_neg(a):
+    """``log(1 - e^{-a})`` for a >= 0."""
+    with np.errstate(divide="ignore"):
+        return np.log(-np.expm1(-np.asarray(a, dtype=np.float64)))
+
+
+# ---------------------------------------------------------------------------
+# Lemma 2 and Theorem 2 (as stated in the paper)
+# ---------------------------------------------------------------------------
+
+
+def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
+    """Lemma 2 of [1]_ for a :class:`Geometry`; see :func:`lemma2_mse`."""
+    check_kind(kind)
+    check_norms(norms)
+    if norms != "chi":
+        raise ValueError("norms='fixed' is not supported by Lemma 2 (it assumes chi norms, "
+                         "i.e. Gaussian projections); use exact_mse(..., norms='fixed')")
+    m = _check_m(m, geom)
+    s, t, log_sm = geom.s, geom.t, geom.log_sm
+    with np.errstate(divide="ignore"):
+        log_pos = s + 2.0 * log_sm + _log_neg_expm1_neg(s) - np.log(m)
+        if kind == "positive":
+            out = log_pos
+        elif kind == "hyperbolic":
+            out = np.log(0.5) + _log_neg_expm1_neg(s) + log_pos
+        else:
+            out = s - 2.0 * log_sm + 2.0 * _log_neg_expm1_neg(t) - np.log(2.0 * m)
+    return _finish(out, log, "Lemma 2 MSE")
+
+
+def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
+    r"""The iid MSE of Lemma 2 of the Performer paper [1]_.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (..., d)
+        The pair(s) of inputs.
+    m : int or array_like of int
+        Number of projections (broadcast against the batch shape).
+    kind : {'trig', 'positive', 'hyperbolic'}
+        Estimator.
+    norms : {'chi'}
+        Lemma 2 holds for Gaussian projections only.
+    log : bool
+        Return the natural log of the MSE.
+
+    Returns
+    -------
+    ndarray
+        The MSE (or its log) of the batch shape.
+
+    Notes
+    -----
+    .. math::
+
+        \mathrm{MSE}_{trig} &= \frac{1}{2m} e^{|u|^2} SM^{-2} (1 - e^{-|z|^2})^2 \\
+        \mathrm{MSE}_{+} &= \frac{1}{m} e^{|u|^2} SM^2 (1 - e^{-|u|^2}) \\
+        \mathrm{MSE}_{hyp} &= \tfrac12 (1 - e^{-|u|^2})\, \mathrm{MSE}_{+}
+
+    It equals :func:`exact_mse` with ``ensemble='iid'`` (a test checks it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rfkernels import theory
+    >>> x, y = np.array([0.5, 0.0]), np.array([0.0, 0.5])
+    >>> float(theory.lemma2_mse(x, y, 8, "positive"))  # doctest: +ELLIPSIS
+    0.0806...
+    """
+    return lemma2_mse_from_geometry(geometry(x, y), m, kind, norms=norms, log=log)
+
+
+def theorem2_bound_from_geometry(geom, m, *, norms="chi", log=False):
+    """Theorem 2 of [1]_ for a :class:`Geometry`; see :func:`theorem2_bound`."""
+    check_norms(norms)
+    if norms != "chi":
+        raise ValueError("norms='fixed' is not supported by Theorem 2 (it assumes chi norms); "
+                         "use exact_mse(..., ensemble='orthogonal', norms='fixed')")
+    m = _check_m(m, geom)
+    if np.any(m > geom.d):
+        raise ValueError("Theorem 2 holds for m <= d only (one orthogonal block); "
+                         "use exact_mse(..., ensemble='orthogonal') for stacked blocks")
+    s = geom.s
+    # MSE_pos - 2(m-1)/(m(d+2)) (SM - Λ)^2
+    #   = MSE_pos * (1 - 2(m-1)/(d+2) * expm1(s/2)^2 / (e^s expm1(s)))
+    log_pos = lemma2_mse_from_geometry(geom, m, "positive", log=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(
+            s > 0,
+            np.exp(2.0 * _log_expm1(s / 2.0) - s - _log_expm1(np.where(s > 0, s, 1.0))),
+            0.0,
+        )
+        factor = 1.0 - 2.0 * (m - 1.0) / (geom.d + 2.0) * ratio
+        out = log_pos + np.log(factor)
+    return _finish(out, log, "Theorem 2 bound")
+
+
+def theorem2_bound(x, y, m, *, norms="chi", log=False):
+    r"""Theorem 2's upper bound on the orthogonal positive-feature MSE [1]_.
+
+    .. math::
+
+        \mathrm{MSE}^{ort}_{+} \le \mathrm{MSE}_{+}
+            - \frac{2(m-1)}{m(d+2)} \left(SM - e^{-(|x|^2+|y|^2)/2}\right)^2
+
+    for one orthogonal block (``m <= d``) with chi norms. :func:`exact_mse`
+    with ``ensemble='orthogonal'`` gives the value the bound bounds.
+    """
+    return theorem2_bound_from_geometry(geometry(x, y), m, norms=norms, log=log)
+
+
+# ---------------------------------------------------------------------------
+# Exact MSE
+# ---------------------------------------------------------------------------
+
+
+def _log_mse_chi(geom, m, kind, pairs):
+    """log MSE for chi norms (unbiased): log(V/m) + log1p((P/m) C/V)."""
+    s, t, d = geom.s, geom.t, geom.d
+    two_log_lam = -2.0 * geom.half_sq
+    if kind in ("positive", "hyperbolic"):
+        s_safe = np.where(s > 0, s, 1.0)
+        if kind == "positive":
+            log_v_over = s + _log_expm1(s_safe)
+        else:
+            log_v_over = 2.0 * _log_expm1(s_safe) - _LN2
+        log_v = two_log_lam + log_v_over
+        # C / V = D(s/2) / (V / Λ²),  D < 0
+        log_neg_d = hg.log_neg_chi_diff(np.where(s > 0, s, 0.0) / 2.0, d)
+        ratio = -np.exp(log_neg_d - log_v_over)
+        zero = s == 0
+    else:
+        t_safe = np.where(t > 0, t, 1.0)
+        log_v_over = 2.0 * np.log(-np.expm1(-t_safe)) - _LN2
+        log_v = -two_log_lam + log_v_over
+        dval = hg.chi_diff_neg(np.where(t > 0, t, 0.0) / 2.0, d)
+        ratio = dval * np.exp(-log_v_over)
+        zero = t == 0
+    with np.errstate(divide="ignore"):
+        out = log_v - np.log(m) + np.log1p(pairs / m * ratio)
+    return np.where(zero, -np.inf, out)
+
+
+def _log_mse_fixed(geom, m, kind, pairs):
+    """log MSE for fixed norms: bias² + (V + (P/m) C)/m, over the prefactor Λ^{±2}."""
+    d = geom.d
+    q = geom.s if kind != "trig" else -geom.t
+    y = d * q / 4.0
+    ratio = pairs / m
+    gap = ((d - 1.0) * m - pairs) / m  # exact: integers below 2**53
+    shape = np.broadcast_shapes(y.shape, np.shape(ratio))
+    y, d, ratio, gap = (np.broadcast_to(a, shape) for a in (y, d, ratio, gap))
+    m = np.broadcast_to(m, shape)
+    log_bias, log_w = np.empty(shape), np.empty(shape)
+    b = d / 2.0
+    ay = np.abs(y)
+    # The series serve y >= 0 (same-sign terms) and negative y whose absolute
+    # series stays below e^6; beyond, the trig moments come from quadrature,
+    # whose absolute accuracy suffices because the variance is then O(1).
+    series = (y >= 0) | (np.minimum(4.0 * ay / b, 4.0 * np.sqrt(ay)) <= 6.0)
+    if np.any(series):
+        (lb, _), (lw, sw) = hg.fixed_pieces_series(
+            y[series], d[series], ratio[series], gap[series], kind
+        )
+        log_bias[series] = lb
+        log_w[series] = np.where(sw > 0, lw, -np.inf)  # a variance: rounding below 0 is 0
+    quad = ~series
+    if np.any(quad):
+        yy, dd, rr = -y[quad], d[quad], ratio[quad]
+        f1, f2, f4 = (hg.hyp0f1_neg(c * yy, dd) for c in (1.0, 2.0, 4.0))
+        bias = f1 - np.exp(-yy / (dd / 2.0))
+        w = (1.0 + f4) / 2.0 - f1**2 + rr * (f2 - f1**2)
+        with np.errstate(divide="ignore"):
+            log_bias[quad] = np.log(np.abs(bias))
+            log_w[quad] = np.where(w > 0, np.log(np.abs(w)), -np.inf)
+    two_log_pref = -2.0 * geom.half_sq if kind != "trig" else 2.0 * geom.half_sq
+    return np.logaddexp(2.0 * log_bias, log_w - np.log(m)) + two_log_pref
+
+
+def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", log=False):
+    """:func:`exact_mse` for a :class:`Geometry` (the form sweeps use)."""
+    check_kind(kind)
+    check_choice(ensemble, "ensemble", THEORY_ENSEMBLES)
+    check_norms(norms)
+    m = _check_m(m, geom)
+    pairs = pairs_in_blocks(m, geom.d.astype(np.int64), ensemble)
+    with np.errstate(over="ignore"):
+        if norms == "chi":
+            out = _log_mse_chi(geom, m, kind, pairs)
+        else:
+            out = _log_mse_fixed(geom, m, kind, pairs)
+    return _finish(out, log, "exact MSE")
+
+
+def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", log=False):
+    r"""Exact MSE of an estimator, iid or (block-)orthogonal, chi or fixed norms.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (..., d)
+        The pair(s) of inputs; broadcast together.
+    m : int or array_like of int
+        Number of projections; orthogonal projections come in independent
+        blocks of ``d`` rows, the last one partial.
+    kind : {'trig', 'positive', 'hyperbolic'}
+    ensemble : {'iid', 'orthogonal'}
+    norms : {'chi', 'fixed'}
+        Row norms: chi(d) (unbiased) or exactly ``sqrt(d)`` (biased; the
+        MSE is then bias² plus variance).
+    log : bool
+        Return the natural log of the MSE; finite wherever the MSE is
+        positive, even far beyond float64's range.
+
+    Returns
+    -------
+    ndarray
+        MSE of the estimate of ``exp(x·y)``, batch shape.
+
+    Notes
+    -----
+    .. math::
+
+        \mathrm{MSE} = \mathrm{bias}^2 + \frac{m V + P C}{m^2},
+        \qquad P = \sum_j b_j (b_j - 1)
+
+    With chi norms, for positive and hyperbolic features
+    :math:`C = \Lambda^2 (\,{}_1F_1(d; d/2; |u|^2/2) - e^{|u|^2})`, and for
+    trig features :math:`C = \Lambda^{-2} ({}_1F_1(d; d/2; -|z|^2/2) - e^{-|z|^2})`.
+    Each difference is summed as one series with cancellation-free
+    coefficients (small arguments), from the positive Taylor series scaled by
+    :math:`e^{-2x}` (large positive arguments), from Kummer's transformation
+    (large negative arguments) or asymptotically (beyond 5000). Accuracy
+    against 50-digit mpmath: relative error below 1e-12 for
+    :math:`|u|^2 \in [10^{-8}, 10^3]`, :math:`d \in [1, 4096]` (tested).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rfkernels import theory
+    >>> x, y = theory.pair(16, 0.5, 0.5, 1.0)
+    >>> iid = theory.exact_mse(x, y, 16, "positive")
+    >>> ort = theory.exact_mse(x, y, 16, "positive", ensemble="orthogonal")
+    >>> bool(ort < iid)
+    True
+    """
+    return exact_mse_from_geometry(geometry(x, y), m, kind, ensemble=ensemble, norms=norms, log=log)
+
+
+def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi"):
+    """Natural log of :func:`exact_mse`; finite where the MSE overflows float64."""
+    return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, log=True)
+
+
+def pair(d, norm_x, norm_y, angle):
+    """Vectors x, y in R^d with the given norms and angle (radians).
+
+    ``x = |x| e_1`` and ``y = |y| (cos θ e_1 + sin θ e_2)``. ``norm_x``,
+    ``norm_y`` and ``angle`` broadcast, giving arrays of shape ``(..., d)``;
+    ``d`` is one integer. Angles lie in [0, π]; ``d = 1`` allows 0 and π only.
+
+    Examples
+    --------
+    >>> from rfkernels.theory import pair
+    >>> x, y = pair(3, 1.0, 2.0, 0.0)
+    >>> x.tolist(), y.tolist()
+    ([1.0, 0.0, 0.0], [2.0, 0.0, 0.0])
+    """
+    from ._validation import check_int
+
+    d = check_int(d, "d", minimum=1)
+    geometry_from_angle(d, norm_x, norm_y, angle)  # validates every argument
+    nx, ny, th = np.broadcast_arrays(
+        np.asarray(norm_x, dtype=np.float64),
+        np.asarray(norm_y, dtype=np.float64),
+        np.asarray(angle, dtype=np.float64),
+    )
+    x = np.zeros(nx.shape + (d,))
+    y = np.zeros(nx.shape + (d,))
+    x[..., 0] = nx
+    if d == 1:
+        y[..., 0] = np.where(th == 0, ny, -ny)
+    else:
+        y[..., 0] = ny * np.cos(th)
+        y[..., 1] = ny * np.sin(th)
+    return x, y
+
+
+__all__ = [
+    "Geometry",
+    "KINDS",
+    "NORMS",
+    "THEORY_ENSEMBLES",
+    "exact_mse",
+    "exact_mse_from_geometry",
+    "geometry",
+    "geometry_from_angle",
+    "lemma2_mse",
+    "lemma2_mse_from_geometry",
+    "log_exact_mse",
+    "pair",
+    "pairs_in_blocks",
+    "theorem2_bound",
+    "theorem2_bound_from_geometry",
+]
