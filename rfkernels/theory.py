@@ -182,7 +182,7 @@ def _log_expm1(a):
     """``log(e^a - 1)`` for a > 0 without overflow."""
     a = np.asarray(a, dtype=np.float64)
     small = a <= 30.0
-    with np.errstate(under="ignore"):
+    with np.errstate(under="ignore", divide="ignore"):  # a = 0 is never taken from here
         big = a + np.log1p(-np.exp(-a))
     return np.where(small, np.log(np.expm1(np.where(small, a, 1.0))), big)
 
