@@ -346,16 +346,16 @@ def log_estimate(X, Y, W, kind):
         +1.0 everywhere for ``"positive"`` and ``"hyperbolic"``; for
         ``"trig"`` the sign of the estimate, 0.0 where it is exactly 0.
     logabs : ndarray of shape (n_x, n_y)
-        log|estimate|; ``-inf`` only where ``sign`` is 0 (trig). Finite
+        ``log|estimate|``; ``-inf`` only where ``sign`` is 0 (trig). Finite
         wherever the estimate is nonzero, even where :func:`estimate`
-        overflows (e.g. |x| = |y| = 40).
+        overflows (e.g. ``|x| = |y| = 40``).
 
     Raises
     ------
     ValueError
         Non-finite or badly shaped inputs, d mismatch, unknown kind.
     FloatingPointError
-        Only if |x|² or the projections ``W @ x`` themselves overflow (beyond
+        Only if ``|x|²`` or the projections ``W @ x`` themselves overflow (beyond
         about 1e308), which no log-domain rewriting can represent.
 
     Notes

@@ -1,4 +1,4 @@
-r"""Closed-form mean squared error of the random-feature estimators.
+r"""Closed-form mean squared error of the random-feature estimators of [1]_.
 
 Every function is vectorised over broadcastable inputs: vectors ``x, y`` of
 shape ``(..., d)`` and an integer number of projections ``m`` broadcastable
@@ -249,13 +249,18 @@ def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
 
     It equals :func:`exact_mse` with ``ensemble='iid'`` (a test checks it).
 
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021.
+
     Examples
     --------
     >>> import numpy as np
     >>> from rfkernels import theory
     >>> x, y = np.array([0.5, 0.0]), np.array([0.0, 0.5])
     >>> float(theory.lemma2_mse(x, y, 8, "positive"))  # doctest: +ELLIPSIS
-    0.0806...
+    0.0810...
     """
     return lemma2_mse_from_geometry(geometry(x, y), m, kind, norms=norms, log=log)
 
@@ -295,6 +300,11 @@ def theorem2_bound(x, y, m, *, norms="chi", log=False):
 
     for one orthogonal block (``m <= d``) with chi norms. :func:`exact_mse`
     with ``ensemble='orthogonal'`` gives the value the bound bounds.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021.
     """
     return theorem2_bound_from_geometry(geometry(x, y), m, norms=norms, log=log)
 

@@ -356,3 +356,10 @@ def test_check_command_detects_a_planted_violation(monkeypatch, capsys):
     monkeypatch.setattr(theory, "theorem2_bound_from_geometry", too_small)
     assert main(["check"]) == 1
     assert "violation" in capsys.readouterr().out
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(theory, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 5 and result.failed == 0
