@@ -35,6 +35,75 @@ def _n_terms(peak):
 
 
 
+def _horner(log_coef, sign_coef, v):
+    """``sum_k sign_k exp(log_coef_k) v^k`` for one coefficient set and many v.
+
+    The coefficients are rescaled by ``sigma^k`` with ``sigma = max|v|`` so
+    that neither ``1/k!`` nor ``v^k`` under- or overflows, then Horner's rule
+    runs on ``v / sigma`` in [-1, 1]: one multiply-add per term per point.
+    """
+    sigma = float(np.max(np.abs(v), initial=0.0))
+    if sigma == 0.0:
+        return np.full(v.shape, sign_coef[0] * np.exp(log_coef[0]))
+    k = np.arange(log_coef.size)
+    with np.errstate(under="ignore"):
+        coef = sign_coef * np.exp(log_coef + k * np.log(sigma))
+    w = v / sigma
+    acc = np.zeros_like(v)
+    for c in coef[::-1]:
+        acc = acc * w + c
+    return acc
+
+
+def _by_dimension(d):
+    """Yield ``(dimension, mask)`` for each distinct dimension in ``d``."""
+    for dv in np.unique(d):
+        yield float(dv), d == dv
+
+
+_COEF_CACHE: dict = {}
+
+
+def _cached(key, build):
+    value = _COEF_CACHE.get(key)
+    if value is None:
+        if len(_COEF_CACHE) > 256:
+            _COEF_CACHE.clear()
+        value = _COEF_CACHE[key] = build()
+    return value
+
+
+def _chi_diff_log_coefficients(d, n):
+    """log c_k, k < n, with ``-D(x) = sum_k c_k (2x)^k`` and ``c_k >= 0``.
+
+    ``c_k = (1 - prod_{j<k} (1 - j/(d+2j))) / k!``, the product formed as
+    ``expm1`` of a sum of ``log1p`` so that no digit cancels; c_0 = c_1 = 0.
+    """
+
+    def build():
+        j = np.arange(n, dtype=np.float64)
+        log_p = np.concatenate([[0.0], np.cumsum(np.log1p(-j[:-1] / (d + 2.0 * j[:-1])))])
+        with np.errstate(divide="ignore"):
+            return np.log(-np.expm1(log_p)) - special.gammaln(j + 1.0)
+
+    return _cached(("chi_diff", d, n), build)
+
+
+def _kummer_log_coefficients(d, n):
+    """(log|k_k|, sign k_k) with ``1F1(-d/2; d/2; y) = sum_k k_k y^k``."""
+
+    def build():
+        b = d / 2.0
+        j = np.arange(n - 1, dtype=np.float64)
+        ratio = (j - b) / (b + j)
+        with np.errstate(divide="ignore"):
+            log_abs = np.concatenate([[0.0], np.cumsum(np.log(np.abs(ratio)))])
+        sign = np.concatenate([[1.0], np.cumprod(np.sign(ratio))])
+        return log_abs - special.gammaln(np.arange(n) + 1.0), sign
+
+    return _cached(("kummer", d, n), build)
+
+
 # ---------------------------------------------------------------------------
 # Chi norms: D(x) = 1F1(d; d/2; x) - exp(2x)
 # ---------------------------------------------------------------------------
@@ -50,27 +119,20 @@ def log_neg_chi_diff(x, d):
     ~1e-13 beyond, where ``-D = e^{2x} (1 - S)`` with
     ``S = e^{-2x} 1F1(d; d/2; x)`` from the all-positive Taylor series.
     """
-    x = np.asarray(x, dtype=np.float64)
-    d = np.broadcast_to(np.asarray(d, dtype=np.float64), x.shape)
+    shape = np.shape(x)
+    x = np.asarray(x, dtype=np.float64).ravel()
+    d = np.broadcast_to(np.asarray(d, dtype=np.float64), shape).ravel()
     out = np.full(x.shape, -np.inf)
     small = (x > 0) & (x <= 10.0)
     mid = (x > 10.0) & (x <= X_ASYMPTOTIC)
     big = x > X_ASYMPTOTIC
 
     if np.any(small):
-        xs, ds = x[small], d[small]
-        n = _n_terms(2.0 * xs)
-        # term_k = (2x)^k/k! * (1 - P_k),   P_k = prod_{j<k}(1 - j/(d+2j)),   k >= 2
-        log_p = np.zeros_like(xs)  # log P_k, starting at k = 0
-        log_pow = np.zeros_like(xs)  # log (2x)^k / k!
-        log2x = np.log(2.0 * xs)
-        acc = np.full(xs.shape, -np.inf)
-        for k in range(1, n):
-            log_p = log_p + np.log1p(-(k - 1) / (ds + 2.0 * (k - 1)))
-            log_pow = log_pow + log2x - np.log(k)
-            if k >= 2:
-                acc = np.logaddexp(acc, log_pow + np.log(-np.expm1(log_p)))
-        out[small] = acc
+        for dv, sel in _by_dimension(d[small]):
+            xs = x[small][sel]
+            log_c = _chi_diff_log_coefficients(dv, _n_terms(2.0 * xs))
+            idx = np.flatnonzero(small)[sel]
+            out[idx] = np.log(_horner(log_c, np.ones_like(log_c), 2.0 * xs))
 
     if np.any(mid):
         xm, dm = x[mid], d[mid]
@@ -83,7 +145,7 @@ def log_neg_chi_diff(x, d):
         log_s = special.gammaln(db / 2.0) - special.gammaln(db) - xb + (db / 2.0) * np.log(xb)
         log_s = np.minimum(log_s, -1e-300)
         out[big] = 2.0 * xb + np.log(-np.expm1(log_s))
-    return out
+    return out.reshape(shape)
 
 
 def _log_scaled_1f1_2b_b(x, d):
@@ -111,42 +173,30 @@ def chi_diff_neg(y, d):
     ``Gamma(d/2)/Gamma(-d/2) y^{-d} sum_k (d)_k (1+d/2)_k / k! y^{-k}``
     (zero for even d, where the function decays exponentially).
     """
-    y = np.asarray(y, dtype=np.float64)
-    d = np.broadcast_to(np.asarray(d, dtype=np.float64), y.shape)
+    shape = np.shape(y)
+    y = np.asarray(y, dtype=np.float64).ravel()
+    d = np.broadcast_to(np.asarray(d, dtype=np.float64), shape).ravel()
     out = np.zeros(y.shape)
     small = (y > 0) & (y <= 2.0)
     mid = (y > 2.0) & (y <= X_ASYMPTOTIC)
     big = y > X_ASYMPTOTIC
 
-    if np.any(small):
-        ys, ds = y[small], d[small]
-        n = _n_terms(2.0 * ys)
-        log_p = np.zeros_like(ys)
-        term_mag = np.ones_like(ys)  # (2y)^k / k!
-        acc = np.zeros_like(ys)
-        for k in range(1, n):
-            log_p = log_p + np.log1p(-(k - 1) / (ds + 2.0 * (k - 1)))
-            term_mag = term_mag * (2.0 * ys) / k
-            if k >= 2:
-                # coefficient of x^k/k! is 2^k expm1(log_p) (<= 0); x = -y
-                acc = acc + ((-1.0) ** k) * term_mag * np.expm1(log_p)
-        out[small] = acc
+    if np.any(small):  # D(x) = -sum_k c_k (2x)^k at x = -y: alternating, small terms
+        for dv, sel in _by_dimension(d[small]):
+            ys = y[small][sel]
+            log_c = _chi_diff_log_coefficients(dv, _n_terms(2.0 * ys))
+            idx = np.flatnonzero(small)[sel]
+            out[idx] = -_horner(log_c, np.ones_like(log_c), -2.0 * ys)
 
-    if np.any(mid):
-        ym, dm = y[mid], d[mid]
-        b = dm / 2.0
-        n = _n_terms(ym)
-        logy = np.log(ym)
-        log_mag = -ym  # log |term_k|, scaled by e^{-y}
-        sign = np.ones_like(ym)
-        acc = np.exp(log_mag)
-        for k in range(0, n - 1):
-            ratio = (k - b) / (b + k)  # (-b)_{k+1}/(-b)_k over (b)_{k+1}/(b)_k
-            sign = sign * np.sign(ratio)
-            with np.errstate(divide="ignore"):  # ratio = 0 ends the polynomial (even d)
-                log_mag = log_mag + np.log(np.abs(ratio)) + logy - np.log(k + 1.0)
-            acc = acc + sign * np.exp(log_mag)
-        out[mid] = acc - np.exp(-2.0 * ym)
+    if np.any(mid):  # Kummer: e^{-y} 1F1(-d/2; d/2; y); |terms| e^{-y} <= 1
+        for dv, sel in _by_dimension(d[mid]):
+            ym = y[mid][sel]
+            idx = np.flatnonzero(mid)[sel]
+            if np.max(ym) <= 300.0:  # Horner; the sum of |terms| stays below e^300
+                log_c, sign_c = _kummer_log_coefficients(dv, _n_terms(ym))
+                out[idx] = np.exp(-ym) * _horner(log_c, sign_c, ym) - np.exp(-2.0 * ym)
+            else:
+                out[idx] = _kummer_scaled_terms(ym, dv)
 
     if np.any(big):
         yb, db = y[big], d[big]
@@ -166,7 +216,24 @@ def chi_diff_neg(y, d):
             term = np.where(active, nxt, 0.0)
             series = series + term
         out[big] = rg_sign * np.exp(log_pref) * series
-    return out
+    return out.reshape(shape)
+
+
+def _kummer_scaled_terms(y, d):
+    """``e^{-y} 1F1(-d/2; d/2; y) - e^{-2y}`` term by term, each scaled by e^{-y}."""
+    b = d / 2.0
+    n = _n_terms(y)
+    logy = np.log(y)
+    log_mag = -y  # log |term_k|, scaled by e^{-y}
+    sign = np.ones_like(y)
+    acc = np.exp(log_mag)
+    for k in range(0, n - 1):
+        ratio = (k - b) / (b + k)  # (-b)_{k+1}/(-b)_k over (b)_{k+1}/(b)_k
+        sign = sign * np.sign(ratio)
+        with np.errstate(divide="ignore"):  # ratio = 0 ends the polynomial (even d)
+            log_mag = log_mag + np.log(np.abs(ratio)) + logy - np.log(k + 1.0)
+        acc = acc + sign * np.exp(log_mag)
+    return acc - np.exp(-2.0 * y)
 
 
 # ---------------------------------------------------------------------------
