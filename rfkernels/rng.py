@@ -21,7 +21,9 @@ A Philox4x32 block is computed from a key ``(k0, k1)`` and a counter of four
 
 ``stream`` names what the variates are for (callers choose; the defaults are
 :data:`STREAM_NORMAL`, :data:`STREAM_CHI`, :data:`STREAM_CHI_SQUARE`) and must
-be below ``2**16``. ``attempt`` is the index of a rejection-sampling attempt
+be below ``2**16``. Normals come in pairs: the normals of slots ``2j`` and
+``2j + 1`` are the two outputs of one Box--Muller transform of the block at
+``c0 = j`` (see :func:`normal`). ``attempt`` is the index of a rejection-sampling attempt
 (0 for variates that need no rejection); attempts ``0 .. 0xfffe`` are
 available to the chi-square sampler and ``attempt = 0xffff``
 (:data:`ATTEMPT_BOOST`) is reserved for the extra uniform of the shape < 1
@@ -29,7 +31,13 @@ chi-square (see :func:`chi_square`). Two variates with the same ``(key, trial,
 slot, stream)`` are the same number; change any one of them to get an
 independent one. The stream, not the function, tells variates apart:
 :func:`normal` and :func:`chi_square` called with the same stream read the
-same Philox block at attempt 0, so give each use its own stream.
+same Philox blocks at attempt 0, so give each use its own stream.
+
+The transcendental functions of the transforms (``log``, ``sin``, ``cos``)
+are those of :mod:`rfkernels._elementary`, built from correctly rounded IEEE
+operations only, so the NumPy, CuPy and Numba versions of a normal are the
+same bits (and the Numba loops vectorise). Only the rare second stage of the
+chi-square acceptance test and the shape < 1 boost call the math library.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import numbers
 
 import numpy as np
 
+from . import _elementary as elem
 from .backends import get_array_module
 
 __all__ = [
@@ -48,8 +57,10 @@ __all__ = [
     "STREAM_NORMAL",
     "chi",
     "chi_square",
+    "chi_square_with_normal",
     "key_from_seed",
     "normal",
+    "normal_pair",
     "philox4x32_10",
 ]
 
@@ -81,7 +92,6 @@ _M1 = np.uint64(PHILOX_M1)
 _W0 = np.uint64(PHILOX_W0)
 _W1 = np.uint64(PHILOX_W1)
 
-_TWO_PI = 6.283185307179586  # float64 nearest 2*pi
 _TWO_M52 = 2.0**-52
 _TWO_M32 = 2.0**-32
 _SQUEEZE = 0.0331  # Marsaglia & Tsang (2000), the squeeze 1 - 0.0331 x**4
@@ -318,6 +328,18 @@ def _map_chunks(core, args, n, xp):
 # ---------------------------------------------------------------------------
 
 
+def _prepare(key, trial, slot, stream, xp, slot_bits=32):
+    """Validated ``(shape, [k0, k1, trial, slot])`` with trial and slot flattened per entry."""
+    stream = _check_stream(stream)
+    k0, k1 = _as_key(key, xp)
+    t = _as_index(trial, "trial", 64, xp)
+    s = _as_index(slot, "slot" if slot_bits == 32 else "pair", slot_bits, xp)
+    shape = np.broadcast_shapes(k0.shape, k1.shape, t.shape, s.shape)
+    args = [_shared_or_per_entry(v, shape, xp) for v in (k0, k1)]
+    args += [_per_entry(v, shape, xp) for v in (t, s)]
+    return stream, shape, args
+
+
 def normal(key, trial, slot, stream=STREAM_NORMAL, xp=None):
     """Standard normal variates at ``(key, trial, slot, stream)``.
 
@@ -341,20 +363,21 @@ def normal(key, trial, slot, stream=STREAM_NORMAL, xp=None):
 
     Notes
     -----
-    One Philox block ``(w0, w1, w2, w3)`` at counter
-    ``(slot, stream << 16, trial & 0xffffffff, trial >> 32)`` gives two
-    uniforms ``u1`` from ``(w1 << 32) | w0`` and ``u2`` from
-    ``(w3 << 32) | w2``, each ``(j + 1/2) 2**-52`` with ``j`` the top 52 bits
-    (so in the open interval (0, 1)). The normal is the cosine branch of
-    Box--Muller,
+    The normals of slots ``2j`` and ``2j + 1`` come from one Philox block
+    ``(w0, w1, w2, w3)`` at counter
+    ``(j, stream << 16, trial & 0xffffffff, trial >> 32)``: two uniforms
+    ``u1`` from ``(w1 << 32) | w0`` and ``u2`` from ``(w3 << 32) | w2``, each
+    ``(i + 1/2) 2**-52`` with ``i`` the top 52 bits (so in the open interval
+    (0, 1)), and both branches of Box--Muller,
 
     .. math::
 
-        z = \\sqrt{-2 \\log u_1}\\, \\cos(2 \\pi u_2),
+        z_{2j} = \\sqrt{-2 \\log u_1}\\, \\cos(2 \\pi u_2), \\qquad
+        z_{2j+1} = \\sqrt{-2 \\log u_1}\\, \\sin(2 \\pi u_2),
 
-    one normal per block (the sine branch is not used, so every normal has
-    its own counter). :func:`rfkernels.backends._rng_numba.normal_at`
-    computes the same number.
+    which are independent standard normals. :func:`normal_pair` returns both
+    at once; :func:`rfkernels.backends._rng_numba.normal_at` computes the
+    same number.
 
     References
     ----------
@@ -365,25 +388,51 @@ def normal(key, trial, slot, stream=STREAM_NORMAL, xp=None):
     """
     if xp is None:
         xp = get_array_module(key, trial, slot)
-    stream = _check_stream(stream)
-    k0, k1 = _as_key(key, xp)
-    t = _as_index(trial, "trial", 64, xp)
-    s = _as_index(slot, "slot", 32, xp)
-    shape = np.broadcast_shapes(k0.shape, k1.shape, t.shape, s.shape)
-    args = [_shared_or_per_entry(v, shape, xp) for v in (k0, k1)]
-    args += [_per_entry(v, shape, xp) for v in (t, s)]
+    stream, shape, args = _prepare(key, trial, slot, stream, xp)
     n = args[-1].shape[0]
     (z,) = _map_chunks(lambda *a: (_normal_1d(*a, stream, xp),), args, n, xp)
     return z.reshape(shape)
 
 
-def _normal_1d(k0, k1, t, s, stream, xp):
-    w0, w1, w2, w3 = _block(k0, k1, t, s, stream, 0, xp)
+def normal_pair(key, trial, pair, stream=STREAM_NORMAL, xp=None):
+    """The normals of slots ``2 * pair`` and ``2 * pair + 1`` of :func:`normal`, from one block.
+
+    Parameters
+    ----------
+    key, trial, stream, xp
+        As in :func:`normal`.
+    pair : int or array_like of int
+        Index of the pair, ``0 <= pair < 2**31``.
+
+    Returns
+    -------
+    z_even, z_odd : ndarray of float64
+        ``normal(key, trial, 2 * pair)`` and ``normal(key, trial, 2 * pair + 1)``
+        (the cosine and sine branches of one Box--Muller transform).
+    """
+    if xp is None:
+        xp = get_array_module(key, trial, pair)
+    stream, shape, args = _prepare(key, trial, pair, stream, xp, slot_bits=31)
+    n = args[-1].shape[0]
+    z0, z1 = _map_chunks(lambda *a: _normal_pair_1d(*a, stream, xp), args, n, xp)
+    return z0.reshape(shape), z1.reshape(shape)
+
+
+def _normal_pair_1d(k0, k1, t, j, stream, xp):
+    w0, w1, w2, w3 = _block(k0, k1, t, j, stream, 0, xp)
     return _box_muller(_uniform52(w0, w1, xp), _uniform52(w2, w3, xp), xp)
 
 
+def _normal_1d(k0, k1, t, s, stream, xp):
+    z0, z1 = _normal_pair_1d(k0, k1, t, s >> np.uint64(1), stream, xp)
+    return xp.where((s & np.uint64(1)) != 0, z1, z0)
+
+
 def _box_muller(u1, u2, xp):
-    return xp.sqrt(-2.0 * xp.log(u1)) * xp.cos(_TWO_PI * u2)
+    """Both Box--Muller normals ``r cos(2 pi u2)``, ``r sin(2 pi u2)``, ``r = sqrt(-2 log u1)``."""
+    r = xp.sqrt(-2.0 * elem.log(u1, xp))
+    sin, cos = elem.sincos_2pi(u2, xp)
+    return r * cos, r * sin
 
 
 # ---------------------------------------------------------------------------
@@ -399,9 +448,14 @@ def _check_dof(dof, xp):
 
 
 def _mt_attempt(k0, k1, t, s, stream, attempt, d, c, xp):
-    """One Marsaglia-Tsang attempt for every entry: (accepted, gamma value)."""
+    """One Marsaglia-Tsang attempt for every entry: (accepted, gamma value, companion normal).
+
+    The companion is the sine branch of the attempt's Box--Muller pair (the
+    cosine branch is the attempt's normal ``x``), independent of everything
+    the attempt decides.
+    """
     w0, w1, w2, w3 = _block(k0, k1, t, s, stream, attempt, xp)
-    x = _box_muller(_uniform52(w0, w1, xp), _uniform32(w2, xp), xp)
+    x, companion = _box_muller(_uniform52(w0, w1, xp), _uniform32(w2, xp), xp)
     u = _uniform32(w3, xp)
     base = 1.0 + c * x
     v = base * base * base
@@ -410,7 +464,7 @@ def _mt_attempt(k0, k1, t, s, stream, attempt, d, c, xp):
     squeeze = u < 1.0 - _SQUEEZE * (x2 * x2)
     vlog = xp.log(xp.where(positive, v, 1.0))
     full = xp.log(u) < 0.5 * x2 + d * ((1.0 - v) + vlog)
-    return positive & (squeeze | full), d * v
+    return positive & (squeeze | full), d * v, companion
 
 
 def _take(a, idx):
@@ -419,7 +473,7 @@ def _take(a, idx):
 
 
 def _gamma_mt(k0, k1, t, s, a, stream, xp):
-    """Gamma(a) for ``n`` entries; a < 1 boosted from a + 1. Returns (gamma, attempts).
+    """Gamma(a) for ``n`` entries; a < 1 boosted from a + 1. Returns (gamma, attempts, companion).
 
     ``t`` and ``s`` are 1-D of length ``n``; ``k0``, ``k1`` and ``a`` are either
     1-D of length ``n`` or 0-d (shared by every entry).
@@ -430,7 +484,7 @@ def _gamma_mt(k0, k1, t, s, a, stream, xp):
     d = alpha - _ONE_THIRD
     c = 1.0 / xp.sqrt(9.0 * d)
     args = (k0, k1, t, s, d, c)
-    ok, g = _mt_attempt(k0, k1, t, s, stream, 0, d, c, xp)
+    ok, g, companion = _mt_attempt(k0, k1, t, s, stream, 0, d, c, xp)
     out = xp.where(ok, g, xp.nan)
     attempts = ok.astype(xp.int64)
     todo = xp.nonzero(~ok)[0]
@@ -442,7 +496,7 @@ def _gamma_mt(k0, k1, t, s, a, stream, xp):
                 "the counter layout has no more attempts"
             )
         k0_, k1_, t_, s_, d_, c_ = (_take(v, todo) for v in args)
-        ok, g = _mt_attempt(k0_, k1_, t_, s_, stream, attempt, d_, c_, xp)
+        ok, g, _ = _mt_attempt(k0_, k1_, t_, s_, stream, attempt, d_, c_, xp)
         done = todo[ok]
         out[done] = g[ok]
         attempts[done] = attempt + 1
@@ -454,7 +508,7 @@ def _gamma_mt(k0, k1, t, s, a, stream, xp):
         w0, w1, _, _ = _block(k0_, k1_, t_, s_, stream, ATTEMPT_BOOST, xp)
         u = _uniform52(w0, w1, xp)
         out[idx] = out[idx] * xp.exp(xp.log(u) / a_)
-    return out, attempts
+    return out, attempts, companion
 
 
 def _chi_square(key, trial, slot, dof, stream, xp):
@@ -471,8 +525,8 @@ def _chi_square(key, trial, slot, dof, stream, xp):
     args += [_per_entry(v, shape, xp) for v in (t, s)]
     args.append(_shared_or_per_entry(a, shape, xp))
     n = args[-2].shape[0]
-    g, attempts = _map_chunks(lambda *a: _gamma_mt(*a, stream, xp), args, n, xp)
-    return (2.0 * g).reshape(shape), attempts.reshape(shape)
+    g, attempts, companion = _map_chunks(lambda *a: _gamma_mt(*a, stream, xp), args, n, xp)
+    return (2.0 * g).reshape(shape), attempts.reshape(shape), companion.reshape(shape)
 
 
 def chi_square(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
@@ -512,7 +566,9 @@ def chi_square(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
     ``(slot, (stream << 16) | n, trial & 0xffffffff, trial >> 32)`` and forms
 
     - a normal :math:`x = \\sqrt{-2\\log u_1}\\cos(2\\pi u_2)`, ``u1`` the
-      52-bit uniform of ``(w1 << 32) | w0`` and ``u2 = (w2 + 1/2) 2**-32``,
+      52-bit uniform of ``(w1 << 32) | w0`` and ``u2 = (w2 + 1/2) 2**-32``
+      (the sine branch is not used here; :func:`chi_square_with_normal`
+      returns that of attempt 0),
     - a uniform ``U = (w3 + 1/2) 2**-32``,
     - :math:`v = (1 + c x)^3`,
 
@@ -545,8 +601,38 @@ def chi_square(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
     .. [2] J. K. Salmon, M. A. Moraes, R. O. Dror and D. E. Shaw, "Parallel
        random numbers: as easy as 1, 2, 3", Proc. SC'11, 2011.
     """
-    q, _ = _chi_square(key, trial, slot, dof, stream, xp)
+    q, _, _ = _chi_square(key, trial, slot, dof, stream, xp)
     return q
+
+
+def chi_square_with_normal(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
+    """:func:`chi_square` and an independent standard normal from the same Philox block.
+
+    Parameters
+    ----------
+    key, trial, slot, dof, stream, xp
+        As in :func:`chi_square`.
+
+    Returns
+    -------
+    q : ndarray of float64
+        ``chi_square(key, trial, slot, dof, stream)``.
+    z : ndarray of float64
+        The sine branch :math:`\\sqrt{-2\\log u_1}\\sin(2\\pi u_2)` of the
+        Box--Muller pair of attempt 0, whose cosine branch is the
+        Marsaglia--Tsang normal of that attempt.
+
+    Notes
+    -----
+    The two branches of Box--Muller are independent standard normals, and
+    the attempt's uniform ``U`` and later attempts use other words and
+    blocks, so ``z`` is independent of ``q``. One Philox block, one ``log``
+    and one ``sincos`` thus give a chi-square (in the usual case where
+    attempt 0 is accepted) and a normal: what a projection of the orthogonal
+    ensemble needs (its chi(d) length and one coordinate of its direction).
+    """
+    q, _, z = _chi_square(key, trial, slot, dof, stream, xp)
+    return q, z
 
 
 def chi(key, trial, slot, dof, stream=STREAM_CHI, xp=None):
@@ -579,5 +665,5 @@ def chi(key, trial, slot, dof, stream=STREAM_CHI, xp=None):
     """
     if xp is None:
         xp = get_array_module(key, trial, slot, dof)
-    q, _ = _chi_square(key, trial, slot, dof, stream, xp)
+    q, _, _ = _chi_square(key, trial, slot, dof, stream, xp)
     return xp.sqrt(q)

@@ -184,6 +184,41 @@ def test_normal_vectorised_equals_scalar(key):
     np.testing.assert_allclose(z, ref, rtol=1e-12, atol=0)
 
 
+def test_normal_pairs_share_a_block(key):
+    # slots 2j and 2j+1 are the cosine and sine branches of one Box-Muller transform
+    trial, pair = _grid(7, 60, first_trial=2**33)
+    z0, z1 = rng.normal_pair(key, trial, pair, stream=3)
+    np.testing.assert_array_equal(z0, rng.normal(key, trial, 2 * pair, stream=3))
+    np.testing.assert_array_equal(z1, rng.normal(key, trial, 2 * pair + 1, stream=3))
+    k0, k1 = _k(key)
+    for t in (0, 6):
+        for j in (0, 59):
+            ref = rn.normal_pair_at(k0, k1, trial[t, 0], int(pair[0, j]), 3)
+            np.testing.assert_allclose([z0[t, j], z1[t, j]], ref, rtol=1e-12, atol=0)
+    # the two branches are uncorrelated
+    a, b = rng.normal_pair(key, 0, np.arange(N_DIST // 2))
+    assert abs(np.corrcoef(a, b)[0, 1]) * np.sqrt(a.size) < 4
+    with pytest.raises(ValueError, match=r"pair must be < 2\*\*31"):
+        rng.normal_pair(key, 0, 2**31)
+
+
+@pytest.mark.parametrize("dof", [0.7, 3.0, 64.0])
+def test_chi_square_with_normal(key, dof):
+    trial, slot = _grid(30, 80)
+    q, z = rng.chi_square_with_normal(key, trial, slot, dof, stream=9)
+    np.testing.assert_array_equal(q, rng.chi_square(key, trial, slot, dof, stream=9))
+    k0, k1 = _k(key)
+    for t in (0, 29):
+        for s in (0, 41, 79):
+            ref = rn.chi_square_normal_at(k0, k1, trial[t, 0], int(slot[0, s]), 9, dof)
+            np.testing.assert_allclose([q[t, s], z[t, s]], ref, rtol=1e-12, atol=0)
+    # the companion is a standard normal independent of the chi-square
+    q, z = rng.chi_square_with_normal(rng.key_from_seed(106), 0, np.arange(N_DIST), dof)
+    assert stats.kstest(z, "norm").pvalue > 1e-4
+    assert abs(stats.spearmanr(q, z)[0]) * np.sqrt(z.size) < 4
+    assert abs(stats.spearmanr(q, z * z)[0]) * np.sqrt(z.size) < 4
+
+
 def test_largest_trial_and_slot(key):
     t = np.uint64(2**64 - 1)
     z = rng.normal(key, 2**64 - 1, 2**32 - 1)
@@ -196,7 +231,7 @@ def test_largest_trial_and_slot(key):
 @pytest.mark.parametrize("dof", DOFS)
 def test_chi_square_vectorised_equals_scalar(key, dof):
     trial, slot = _grid(40, 100)
-    q, attempts = rng._chi_square(key, trial, slot, dof, 2, np)
+    q, attempts, _ = rng._chi_square(key, trial, slot, dof, 2, np)
     # the rejection path is exercised: some entries needed more than one attempt
     # (at dof = 4096 the acceptance rate is so close to 1 that none may)
     assert attempts.min() == 1

@@ -1,8 +1,12 @@
 """Scalar Numba versions of :mod:`rfkernels.rng`: the same numbers, one at a time.
 
-Each function is ``@numba.njit(cache=True)`` and can be called from other
-jitted code, including ``prange`` loops; a variate depends only on
-``(key, trial, slot, stream)``, never on the thread that computes it. See
+The public functions are ``@numba.njit(cache=True)`` and can be called from
+other jitted code, including ``prange`` loops; a variate depends only on
+``(key, trial, slot, stream)``, never on the thread that computes it. The
+building blocks (Philox, uniforms, Box--Muller, one Marsaglia--Tsang attempt)
+are ``inline="always"``, so that loops built from them vectorise; callers
+should compile with ``error_model="numpy"`` (see
+:mod:`rfkernels.backends._elementary_numba`). See
 :mod:`rfkernels.rng` for the counter layout and the mathematics; the
 expressions below are written in the same order as there, so that the
 vectorised and the scalar code round identically.
@@ -22,6 +26,8 @@ import math
 import numba
 import numpy as np
 
+from . import _elementary_numba as elem
+
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
 _SHIFT16 = np.uint64(16)
@@ -31,7 +37,6 @@ _M1 = np.uint64(0xCD9E8D57)
 _W0 = np.uint64(0x9E3779B9)
 _W1 = np.uint64(0xBB67AE85)
 
-_TWO_PI = 6.283185307179586
 _TWO_M52 = 2.0**-52
 _TWO_M32 = 2.0**-32
 _SQUEEZE = 0.0331
@@ -42,30 +47,22 @@ _ATTEMPT_BOOST = 0xFFFF
 _MAX_ATTEMPTS = 0xFFFF
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always")
 def _philox_u64(c0, c1, c2, c3, k0, k1):
-    """Philox4x32-10 on uint64 words below 2**32; returns four such uint64."""
-    x0 = c0
-    x1 = c1
-    x2 = c2
-    x3 = c3
-    r0 = k0
-    r1 = k1
+    """Philox4x32-10 on uint64 words below 2**32; returns four such uint64.
+
+    Inlined into its callers' IR (as are the helpers below) so that loops of
+    Philox blocks vectorise; the tuple assignment keeps each round free of
+    temporaries LLVM would have to untangle.
+    """
     for r in range(10):
         if r > 0:
-            r0 = (r0 + _W0) & _MASK32
-            r1 = (r1 + _W1) & _MASK32
-        p0 = _M0 * x0
-        p1 = _M1 * x2
-        y0 = (p1 >> _SHIFT32) ^ x1 ^ r0
-        y1 = p1 & _MASK32
-        y2 = (p0 >> _SHIFT32) ^ x3 ^ r1
-        y3 = p0 & _MASK32
-        x0 = y0
-        x1 = y1
-        x2 = y2
-        x3 = y3
-    return x0, x1, x2, x3
+            k0 = (k0 + _W0) & _MASK32
+            k1 = (k1 + _W1) & _MASK32
+        p0 = _M0 * c0
+        p1 = _M1 * c2
+        c0, c1, c2, c3 = (p1 >> _SHIFT32) ^ c1 ^ k0, p1 & _MASK32, (p0 >> _SHIFT32) ^ c3 ^ k1, p0 & _MASK32
+    return c0, c1, c2, c3
 
 
 @numba.njit(cache=True)
@@ -86,7 +83,7 @@ def philox4x32_10_scalar(c0, c1, c2, c3, k0, k1):
     return np.uint32(w0), np.uint32(w1), np.uint32(w2), np.uint32(w3)
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always")
 def _block(k0, k1, trial, slot, stream, attempt):
     """Philox block at counter (slot, stream << 16 | attempt, trial lo, trial hi)."""
     t = np.uint64(trial)
@@ -101,37 +98,81 @@ def _block(k0, k1, trial, slot, stream, attempt):
     )
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always")
 def _uniform52(lo, hi):
     bits = (hi << _SHIFT32) | lo
     return (np.float64(bits >> _SHIFT12) + 0.5) * _TWO_M52
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always")
 def _uniform32(w):
     return (np.float64(w) + 0.5) * _TWO_M32
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always")
 def _box_muller(u1, u2):
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
+    """Both Box--Muller normals ``(r cos(2 pi u2), r sin(2 pi u2))``, ``r = sqrt(-2 log u1)``."""
+    r = math.sqrt(-2.0 * elem.log(u1))
+    sin, cos = elem.sincos_2pi(u2)
+    return r * cos, r * sin
 
 
-@numba.njit(cache=True)
-def normal_at(k0, k1, trial, slot, stream):
-    """Standard normal at ``(key, trial, slot, stream)``; = :func:`rfkernels.rng.normal`."""
-    w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, 0)
+@numba.njit(inline="always")
+def normal_pair_inline(k0, k1, trial, pair, stream):
+    """The normals of slots ``2 pair`` and ``2 pair + 1``; inlined, for vectorised loops."""
+    w0, w1, w2, w3 = _block(k0, k1, trial, pair, stream, 0)
     return _box_muller(_uniform52(w0, w1), _uniform52(w2, w3))
 
 
-@numba.njit(cache=True)
-def chi_square_at(k0, k1, trial, slot, stream, dof):
-    """Chi-square with ``dof > 0`` at ``(key, trial, slot, stream)``.
+@numba.njit(cache=True, error_model="numpy")
+def normal_pair_at(k0, k1, trial, pair, stream):
+    """Normals of slots ``2 pair``, ``2 pair + 1``; = :func:`rfkernels.rng.normal_pair`."""
+    return normal_pair_inline(k0, k1, trial, pair, stream)
 
-    Same number as :func:`rfkernels.rng.chi_square` (Marsaglia-Tsang with
-    attempt ``n`` read from counter word ``(stream << 16) | n``; for shape
-    ``dof/2 < 1`` the boost uniform from attempt word ``0xffff``). Raises
-    ValueError if ``dof`` is not finite and > 0.
+
+@numba.njit(cache=True, error_model="numpy")
+def normal_at(k0, k1, trial, slot, stream):
+    """Standard normal at ``(key, trial, slot, stream)``; = :func:`rfkernels.rng.normal`."""
+    s = np.uint64(slot)
+    z0, z1 = normal_pair_inline(k0, k1, trial, s >> np.uint64(1), stream)
+    return z1 if (s & np.uint64(1)) != 0 else z0
+
+
+@numba.njit(inline="always")
+def mt_params(dof):
+    """Marsaglia-Tsang constants ``(d, c)`` for a chi-square with ``dof >= 2``."""
+    d = 0.5 * dof - _ONE_THIRD
+    return d, 1.0 / math.sqrt(9.0 * d)
+
+
+@numba.njit(inline="always")
+def mt_attempt(k0, k1, trial, slot, stream, attempt, d, c):
+    """One Marsaglia-Tsang attempt: ``(squeezed, v, x**2, U, companion)``.
+
+    ``squeezed`` is ``v > 0 and U < 1 - 0.0331 x**4`` (acceptance without a
+    logarithm); the gamma value is then ``d v``. Branch-free and inlined, so a
+    loop of first attempts vectorises; the rare rest is
+    :func:`chi_square_normal_at`'s job.
+    """
+    w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, attempt)
+    x, companion = _box_muller(_uniform52(w0, w1), _uniform32(w2))
+    u = _uniform32(w3)
+    base = 1.0 + c * x
+    v = base * base * base
+    x2 = x * x
+    squeezed = (v > 0.0) & (u < 1.0 - _SQUEEZE * (x2 * x2))
+    return squeezed, v, x2, u, companion
+
+
+@numba.njit(cache=True, error_model="numpy")
+def chi_square_normal_at(k0, k1, trial, slot, stream, dof):
+    """Chi-square and its companion normal; = :func:`rfkernels.rng.chi_square_with_normal`.
+
+    Marsaglia-Tsang with attempt ``n`` read from counter word
+    ``(stream << 16) | n``; for shape ``dof/2 < 1`` the boost uniform from
+    attempt word ``0xffff``. The companion normal is the sine branch of
+    attempt 0's Box--Muller pair. Raises ValueError if ``dof`` is not finite
+    and > 0.
     """
     if not (dof > 0.0 and dof < math.inf):
         raise ValueError("dof must be finite and > 0 (degrees of freedom of the chi-square)")
@@ -141,19 +182,15 @@ def chi_square_at(k0, k1, trial, slot, stream, dof):
     d = alpha - _ONE_THIRD
     c = 1.0 / math.sqrt(9.0 * d)
     g = math.nan
+    z = math.nan
     found = False
     for attempt in range(_MAX_ATTEMPTS):
-        w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, attempt)
-        x = _box_muller(_uniform52(w0, w1), _uniform32(w2))
-        u = _uniform32(w3)
-        base = 1.0 + c * x
-        v = base * base * base
+        squeezed, v, x2, u, companion = mt_attempt(k0, k1, trial, slot, stream, attempt, d, c)
+        if attempt == 0:
+            z = companion
         if v <= 0.0:
             continue
-        x2 = x * x
-        if u < 1.0 - _SQUEEZE * (x2 * x2) or math.log(u) < 0.5 * x2 + d * (
-            (1.0 - v) + math.log(v)
-        ):
+        if squeezed or math.log(u) < 0.5 * x2 + d * ((1.0 - v) + math.log(v)):
             g = d * v
             found = True
             break
@@ -163,10 +200,21 @@ def chi_square_at(k0, k1, trial, slot, stream, dof):
         w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, _ATTEMPT_BOOST)
         u = _uniform52(w0, w1)
         g = g * math.exp(math.log(u) / a)
-    return 2.0 * g
+    return 2.0 * g, z
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
+def chi_square_at(k0, k1, trial, slot, stream, dof):
+    """Chi-square with ``dof > 0`` at ``(key, trial, slot, stream)``; = :func:`rfkernels.rng.chi_square`.
+
+    See :func:`chi_square_normal_at`. Raises ValueError if ``dof`` is not
+    finite and > 0.
+    """
+    q, _ = chi_square_normal_at(k0, k1, trial, slot, stream, dof)
+    return q
+
+
+@numba.njit(cache=True, error_model="numpy")
 def chi_at(k0, k1, trial, slot, stream, dof):
     """Chi with ``dof > 0``: ``sqrt(chi_square_at(...))``; = :func:`rfkernels.rng.chi`."""
     return math.sqrt(chi_square_at(k0, k1, trial, slot, stream, dof))
