@@ -1,0 +1,511 @@
+r"""Softmax attention, exact and approximated by random features (FAVOR).
+
+Both functions compute row-normalised attention with the softmax kernel
+:math:`SM(q, k) = \exp(q^\top k)` *as given*:
+
+.. math::
+
+    \operatorname{Att}(Q, K, V)_i
+        = \frac{\sum_j SM(q_i, k_j)\, v_j}{\sum_j SM(q_i, k_j)},
+
+the sums running over all keys (bidirectional) or over :math:`j \le i`
+(causal). No temperature is applied: as everywhere in :mod:`rfkernels`, the
+:math:`1/\sqrt{d}` of Transformer attention :math:`\operatorname{softmax}(QK^\top/\sqrt{d})`
+is absorbed into the inputs, so **the caller pre-scales**: pass
+``Q * d**-0.25`` and ``K * d**-0.25`` to get the paper's
+:math:`\exp(q^\top k/\sqrt{d})`.
+
+- :func:`softmax_attention` is the exact reference, computed in blocks of
+  query rows with a max-shifted softmax; memory O(L·block).
+- :func:`favor_attention` replaces :math:`SM(q_i, k_j)` by
+  :math:`\varphi(q_i)^\top\varphi(k_j)` with the feature maps of
+  :mod:`rfkernels.features` for a projection matrix W of any ensemble
+  (:func:`rfkernels.draw_projections`). It costs O(L·r·(d + d_v)) time and
+  never forms an L×L matrix; it returns an :class:`AttentionResult`, which
+  carries the output and the diagnostics of its row normalisers.
+
+Shapes: Q is (L, d), K is (L_k, d), V is (L_k, d_v), W is (m, d); causal
+attention needs L = L_k. NumPy in gives NumPy out, CuPy in gives CuPy out.
+
+References
+----------
+.. [1] K. Choromanski, V. Likhosherstov, D. Dohan, X. Song, A. Gane,
+   T. Sarlos, P. Hawkins, J. Davis, A. Mohiuddin, L. Kaiser, D. Belanger,
+   L. Colwell and A. Weller, "Rethinking Attention with Performers",
+   ICLR 2021, Section 2 and Figure 4. https://arxiv.org/abs/2009.14794
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_choice, check_finite, check_int, check_kind, check_same_d
+from .backends import get_array_module, to_numpy
+from .features import feature_map
+
+__all__ = ["AttentionResult", "NONPOSITIVE_POLICIES", "favor_attention", "softmax_attention"]
+
+#: What :func:`favor_attention` does with rows whose normaliser is <= 0.
+NONPOSITIVE_POLICIES = ("nan", "divide", "raise")
+
+#: Default rows per block of :func:`favor_attention`, bidirectional and causal.
+#: Causal blocks are smaller: each costs a (block, block) product on top of the
+#: (r, d_v) state, so large blocks do more work (benchmarks/bench_attention.py).
+FAVOR_BLOCK = 512
+FAVOR_CAUSAL_BLOCK = 128
+#: :func:`softmax_attention` picks ``block = SOFTMAX_BLOCK_ELEMENTS // L_k`` rows
+#: (at least 1), so each block's logits hold about 4 Mi doubles (32 MiB).
+SOFTMAX_BLOCK_ELEMENTS = 1 << 22
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    """Output of :func:`favor_attention` and the diagnostics of its normalisers.
+
+    Attributes
+    ----------
+    output : ndarray of shape (L, d_v)
+        The approximate attention. Rows listed in ``nonpositive_rows`` are NaN
+        under ``nonpositive="nan"``; under ``"divide"`` they hold the quotient
+        (NaN where the normaliser is exactly 0 or the quotient overflows).
+        Every other entry is finite.
+    denominators : ndarray of shape (L,)
+        The row normalisers :math:`\\hat D_i = \\sum_j \\varphi(q_i)^\\top\\varphi(k_j)`
+        as computed, i.e. divided by the positive factors that the
+        stabilisation removes (see :func:`favor_attention`, Notes); their
+        signs are those of the unshifted normalisers, their magnitudes are
+        not comparable between rows. Same array type as ``output``.
+    n_nonpositive_denominators : int
+        Number of rows with :math:`\\hat D_i \\le 0`: a negative or zero
+        estimate (trig features) or an underflow to 0 (positive and
+        hyperbolic features, only for extreme inputs).
+    nonpositive_rows : numpy.ndarray of int64
+        Their indices, ascending (always a NumPy array).
+    kind, causal, stabilize, nonpositive :
+        The arguments the result was computed with.
+    """
+
+    output: Any
+    denominators: Any
+    n_nonpositive_denominators: int
+    nonpositive_rows: np.ndarray
+    kind: str
+    causal: bool
+    stabilize: bool
+    nonpositive: str
+
+
+# --------------------------------------------------------------- validation
+
+
+def _matrix(value, name, shape_text, xp):
+    arr = check_finite(value, name, xp)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape {shape_text}; got shape {arr.shape}")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(
+            f"{name} must have at least one row and one column, shape {shape_text}; "
+            f"got shape {arr.shape}"
+        )
+    return arr
+
+
+def _check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _check_qkv(Q, K, V, causal, xp):
+    """Validate the shared arguments of both attentions; returns (q, k, v, causal)."""
+    causal = _check_bool(causal, "causal")
+    q = _matrix(Q, "Q", "(L, d)", xp)
+    k = _matrix(K, "K", "(L_k, d)", xp)
+    v = _matrix(V, "V", "(L_k, d_v)", xp)
+    check_same_d([q.shape, k.shape], ["Q", "K"])
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(
+            f"V must have one row per key: K has L_k={k.shape[0]} rows, V has {v.shape[0]}"
+        )
+    if causal and q.shape[0] != k.shape[0]:
+        raise ValueError(
+            f"causal attention needs as many queries as keys: Q has L={q.shape[0]} rows, "
+            f"K has L_k={k.shape[0]}"
+        )
+    return q, k, v, causal
+
+
+# --------------------------------------------------------------- exact reference
+
+
+def softmax_attention(Q, K, V, *, causal=False, block_size=None):
+    r"""Exact softmax attention, in blocks of query rows with a stable softmax.
+
+    Parameters
+    ----------
+    Q : array_like of shape (L, d)
+        Queries, already scaled (the kernel is :math:`\exp(q^\top k)`; pass
+        ``Q * d**-0.25`` for the Transformer's :math:`\exp(q^\top k/\sqrt d)`).
+    K : array_like of shape (L_k, d)
+        Keys, scaled like Q.
+    V : array_like of shape (L_k, d_v)
+        Values.
+    causal : bool, default False
+        If True, row i attends to keys j <= i only (needs L = L_k).
+    block_size : int, optional
+        Query rows per block; default ``max(1, SOFTMAX_BLOCK_ELEMENTS // L_k)``
+        (4096 rows at L_k = 1024, 64 rows at L_k = 65536), so that a block's
+        logits hold about 4 Mi doubles.
+
+    Returns
+    -------
+    out : ndarray of shape (L, d_v), float64
+        Same array type as the inputs (NumPy or CuPy).
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped Q, K or V; d mismatch between Q and K;
+        V without one row per key; causal with L != L_k; block_size < 1.
+    TypeError
+        causal not a bool, block_size not an integer.
+    FloatingPointError
+        If a logit :math:`q^\top k` overflows (inputs near 1e154), which the
+        shifted softmax cannot represent.
+
+    Notes
+    -----
+    For each block of rows the logits :math:`s_{ij} = q_i^\top k_j` are
+    shifted by their row maximum :math:`M_i`, so that
+
+    .. math:: \operatorname{Att}_i
+        = \frac{\sum_j e^{s_{ij} - M_i} v_j}{\sum_j e^{s_{ij} - M_i}}
+
+    with every exponential in (0, 1] and a denominator >= 1: no overflow and
+    no division by zero for any finite logits. Causal blocks only read the
+    keys up to their last row and mask the rest with :math:`-\infty`.
+    Memory is O(block·L_k) on top of the inputs and output; time O(L·L_k·(d + d_v)).
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021, Section 2.1. https://arxiv.org/abs/2009.14794
+    """
+    xp = get_array_module(Q, K, V)
+    q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
+    n_rows, n_keys = q.shape[0], k.shape[0]
+    if block_size is None:
+        block = max(1, SOFTMAX_BLOCK_ELEMENTS // n_keys)
+    else:
+        block = check_int(block_size, "block_size")
+
+    out = xp.empty((n_rows, v.shape[1]), dtype=xp.float64)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for start in range(0, n_rows, block):
+            stop = min(n_rows, start + block)
+            end = stop if causal else n_keys
+            logits = q[start:stop] @ k[:end].T
+            if causal:
+                future = xp.arange(end)[None, :] > xp.arange(start, stop)[:, None]
+                logits[future] = -xp.inf
+            logits -= xp.max(logits, axis=1, keepdims=True)
+            p = xp.exp(logits, out=logits)
+            out[start:stop] = (p @ v[:end]) / xp.sum(p, axis=1, keepdims=True)
+            del logits, p  # free the block before the next one is allocated
+    if not bool(xp.all(xp.isfinite(out))):
+        raise FloatingPointError(
+            "softmax_attention overflowed: a logit q.k is too large to represent; "
+            "the inputs are too large"
+        )
+    return out
+
+
+# --------------------------------------------------------------- FAVOR
+
+
+def _query_features(q, w, kind, stabilize, xp):
+    """φ(q) for a block of queries, divided by a positive per-row factor if stabilised."""
+    if not stabilize:
+        return feature_map(q, w, kind)
+    proj = q @ w.T
+    if kind == "trig":
+        # drops exp(|q|²/2)/sqrt(m): a positive per-row factor
+        return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
+    if kind == "hyperbolic":
+        proj = xp.concatenate([proj, -proj], axis=1)
+    # exponent ω·q − |q|²/2 minus its row maximum max_l ω_l·q − |q|²/2
+    return xp.exp(proj - xp.max(proj, axis=1, keepdims=True))
+
+
+def _key_log_features(k, w, kind, xp):
+    """Key features as (log-part, sign-part): φ(k) ∝ exp(log-part) · sign-part."""
+    proj = k @ w.T
+    half_sq = 0.5 * xp.sum(k * k, axis=1, keepdims=True)
+    if kind == "trig":
+        return half_sq, xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
+    if kind == "hyperbolic":
+        proj = xp.concatenate([proj, -proj], axis=1)
+    return proj - half_sq, None
+
+
+class _KeyState:
+    """Running key shift b: the maximum of the key exponents seen so far."""
+
+    def __init__(self, kind, stabilize, xp):
+        self.kind, self.stabilize, self.xp = kind, stabilize, xp
+        self.shift = xp.asarray(-xp.inf)
+
+    def features(self, k, w):
+        """(φ(k_block) / exp(b_new), exp(b_old − b_new)); rescale earlier sums by the latter."""
+        xp = self.xp
+        if not self.stabilize:
+            return feature_map(k, w, self.kind), None
+        log_part, sign_part = _key_log_features(k, w, self.kind, xp)
+        new = xp.maximum(self.shift, xp.max(log_part))
+        rescale = xp.exp(self.shift - new)  # exp(-inf) = 0 on the first block, sums are 0 then
+        self.shift = new
+        phi = xp.exp(log_part - new)
+        return (phi if sign_part is None else phi * sign_part), rescale
+
+
+def favor_attention(
+    Q, K, V, W, kind, *, causal=False, stabilize=True, nonpositive="nan", block_size=None
+):
+    r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
+
+    Parameters
+    ----------
+    Q : array_like of shape (L, d)
+        Queries, already scaled: the kernel approximated is
+        :math:`\exp(q^\top k)`. Pass ``Q * d**-0.25`` (and the same for K) for
+        the Transformer's :math:`\exp(q^\top k/\sqrt d)`, as in [1]_.
+    K : array_like of shape (L_k, d)
+        Keys, scaled like Q.
+    V : array_like of shape (L_k, d_v)
+        Values.
+    W : array_like of shape (m, d)
+        Projections :math:`\omega_1..\omega_m` as rows, of any ensemble
+        (:func:`rfkernels.draw_projections`); the same W serves queries and keys.
+    kind : {"trig", "positive", "hyperbolic"}
+        The feature map (:func:`rfkernels.feature_map`); r = 2m, m, 2m features.
+    causal : bool, default False
+        If True, row i attends to keys j <= i only (needs L = L_k), through
+        running prefix sums.
+    stabilize : bool, default True
+        Remove the positive per-query and per-key-set factors listed in Notes
+        before exponentiating; they cancel in each row's ratio, so the output
+        is mathematically unchanged. ``False`` uses :func:`rfkernels.feature_map`
+        verbatim (and raises ``FloatingPointError`` where it overflows);
+        it exists to check the stabilised path.
+    nonpositive : {"nan", "divide", "raise"}, default "nan"
+        What to do with rows whose normaliser :math:`\hat D_i \le 0` (see
+        Notes). Such rows are always counted in the result.
+        ``"nan"``: set them to NaN. ``"divide"``: divide anyway, as an
+        unguarded implementation would (a negative normaliser flips the row's
+        weights; a zero one gives NaN). ``"raise"``: raise ``FloatingPointError``.
+    block_size : int, optional
+        Rows processed at a time; default :data:`FAVOR_BLOCK` (512), or
+        :data:`FAVOR_CAUSAL_BLOCK` (128) when causal. Memory is
+        O(block·(r + d_v)) plus, for causal, O(block²); results agree between
+        block sizes to rounding.
+
+    Returns
+    -------
+    AttentionResult
+        ``.output`` (L, d_v), ``.denominators`` (L,),
+        ``.n_nonpositive_denominators``, ``.nonpositive_rows`` and the
+        arguments; see :class:`AttentionResult`.
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped Q, K, V or W; Q, K and W not sharing d;
+        V without one row per key; causal with L != L_k; unknown kind or
+        nonpositive policy; block_size < 1. All before any work.
+    TypeError
+        causal or stabilize not a bool; block_size not an integer.
+    FloatingPointError
+        ``nonpositive="raise"`` and some normaliser is <= 0; or an output
+        entry that is not reported as a non-positive row overflows (only for
+        ``stabilize=False``, or |V| near 1e308).
+
+    Notes
+    -----
+    **Bidirectional** [1]_: with :math:`Q' = \varphi(Q)` (L, r) and
+    :math:`K' = \varphi(K)` (L_k, r),
+
+    .. math::
+
+        \hat N = Q' \bigl(K'^\top V\bigr), \qquad
+        \hat D = Q' \bigl(K'^\top \mathbf 1\bigr), \qquad
+        \widehat{\operatorname{Att}}_i = \hat N_i / \hat D_i,
+
+    accumulated over blocks of keys into the (r, d_v) and (r,) states, then
+    applied to blocks of queries.
+
+    **Causal**: the same with prefix sums
+    :math:`S_i = \sum_{j \le i} \varphi(k_j) v_j^\top`,
+    :math:`z_i = \sum_{j \le i} \varphi(k_j)`. Rows are processed in blocks:
+    a block's output is :math:`Q'_b S + \operatorname{tril}(Q'_b K_b'^\top) V_b`
+    with S the state of all earlier blocks, then S and z absorb the block.
+    Only the (r, d_v) state and one (block, block) matrix are held; the
+    (L, r, d_v) tensor of all prefix sums is never stored.
+
+    **Stabilisation** (``stabilize=True``). A factor :math:`c_i > 0` common to
+    all terms of row i cancels in :math:`\hat N_i / \hat D_i`, and so does a
+    factor common to all keys. The features used are:
+
+    - positive and hyperbolic queries: the exponents
+      :math:`e_{il} = \pm\omega_l^\top q_i - |q_i|^2/2` (both signs for
+      hyperbolic) are shifted by the **per-query** maximum
+      :math:`a_i = \max_l e_{il}`, so :math:`\varphi(q_i) \propto e^{e_{il} - a_i} \in (0, 1]`
+      (the :math:`|q_i|^2/2` and :math:`1/\sqrt{m}` or :math:`1/\sqrt{2m}` drop out with it);
+    - positive and hyperbolic keys: the exponents
+      :math:`f_{jl} = \pm\omega_l^\top k_j - |k_j|^2/2` are shifted by the
+      **key-set** maximum :math:`b = \max_{j, l} f_{jl}`, taken as a running
+      maximum over the blocks of keys read so far: when a block raises it
+      from b to b', the accumulated state is multiplied by
+      :math:`e^{b - b'} \le 1`. Bidirectional rows thus all use the global
+      maximum over all keys; causal rows of a block use the maximum over the
+      keys up to the end of that block. Each row uses one shift for all of
+      its keys, so it cancels;
+    - trig queries: the per-query factor :math:`e^{|q_i|^2/2}/\sqrt m` is
+      dropped, leaving :math:`[\sin\omega_l^\top q_i, \cos\omega_l^\top q_i]`;
+    - trig keys: :math:`e^{|k_j|^2/2}` is divided by the running maximum
+      :math:`e^{b}` with :math:`b = \max_j |k_j|^2/2`, as above. The sines and
+      cosines themselves cannot be shifted (they change sign).
+
+    All shifted features lie in [−1, 1], so no sum overflows. What remains
+    is underflow: a positive or hyperbolic row whose every term is below
+    about 1e-308 of the key-set maximum comes out with :math:`\hat D_i = 0`
+    and is reported as non-positive.
+
+    **Non-positive normalisers.** Trig estimates of :math:`SM` can be
+    negative, so :math:`\hat D_i` can be zero or negative; the row's
+    quotient is then meaningless (its weights change sign) and may be
+    arbitrarily large. These rows are counted in
+    ``n_nonpositive_denominators``, listed in ``nonpositive_rows`` and
+    handled by ``nonpositive``; nothing is divided by zero silently.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021, Sections 2.2-2.3 and Appendix B.1. https://arxiv.org/abs/2009.14794
+    """
+    xp = get_array_module(Q, K, V, W)
+    check_kind(kind)
+    q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
+    w = _matrix(W, "W", "(m, d)", xp)
+    check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
+    stabilize = _check_bool(stabilize, "stabilize")
+    check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
+    if block_size is None:
+        block = FAVOR_CAUSAL_BLOCK if causal else FAVOR_BLOCK
+    else:
+        block = check_int(block_size, "block_size")
+
+    try:
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if causal:
+                num, den = _favor_causal(q, k, v, w, kind, stabilize, block, xp)
+            else:
+                num, den = _favor_bidirectional(q, k, v, w, kind, stabilize, block, xp)
+    except FloatingPointError:  # only feature_map of the unstabilised path raises
+        raise FloatingPointError(
+            f"favor_attention(kind={kind!r}, stabilize=False): the unshifted features "
+            "overflow for these inputs; stabilize=True removes the factors that overflow"
+        ) from None
+    return _normalise(num, den, kind, causal, stabilize, nonpositive, xp)
+
+
+def _favor_bidirectional(q, k, v, w, kind, stabilize, block, xp):
+    keys = _KeyState(kind, stabilize, xp)
+    r = 2 * w.shape[0] if kind in ("trig", "hyperbolic") else w.shape[0]
+    state = xp.zeros((r, v.shape[1]), dtype=xp.float64)  # K'ᵀV
+    norm = xp.zeros(r, dtype=xp.float64)  # K'ᵀ1
+    for start in range(0, k.shape[0], block):
+        phi_k, rescale = keys.features(k[start : start + block], w)
+        if rescale is not None:
+            state *= rescale
+            norm *= rescale
+        state += phi_k.T @ v[start : start + block]
+        norm += xp.sum(phi_k, axis=0)
+
+    num = xp.empty((q.shape[0], v.shape[1]), dtype=xp.float64)
+    den = xp.empty(q.shape[0], dtype=xp.float64)
+    for start in range(0, q.shape[0], block):
+        phi_q = _query_features(q[start : start + block], w, kind, stabilize, xp)
+        num[start : start + block] = phi_q @ state
+        den[start : start + block] = phi_q @ norm
+    return num, den
+
+
+def _favor_causal(q, k, v, w, kind, stabilize, block, xp):
+    keys = _KeyState(kind, stabilize, xp)
+    r = 2 * w.shape[0] if kind in ("trig", "hyperbolic") else w.shape[0]
+    n = q.shape[0]
+    state = xp.zeros((r, v.shape[1]), dtype=xp.float64)  # Σ_{j < block} φ(k_j) v_jᵀ
+    norm = xp.zeros(r, dtype=xp.float64)  # Σ_{j < block} φ(k_j)
+    num = xp.empty((n, v.shape[1]), dtype=xp.float64)
+    den = xp.empty(n, dtype=xp.float64)
+    size = min(block, n)
+    future = xp.arange(size)[None, :] > xp.arange(size)[:, None]
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        phi_k, rescale = keys.features(k[start:stop], w)
+        if rescale is not None:  # the block's rows use the shift including its own keys
+            state *= rescale
+            norm *= rescale
+        phi_q = _query_features(q[start:stop], w, kind, stabilize, xp)
+        local = phi_q @ phi_k.T  # (block, block)
+        local[future[: stop - start, : stop - start]] = 0.0  # keep keys j <= i
+        v_b = v[start:stop]
+        num[start:stop] = phi_q @ state + local @ v_b
+        den[start:stop] = phi_q @ norm + xp.sum(local, axis=1)
+        state += phi_k.T @ v_b
+        norm += xp.sum(phi_k, axis=0)
+    return num, den
+
+
+def _normalise(num, den, kind, causal, stabilize, nonpositive, xp):
+    bad = den <= 0
+    rows = to_numpy(xp.nonzero(bad)[0]).astype(np.int64)
+    n_bad = int(rows.size)
+    if n_bad and nonpositive == "raise":
+        shown = ", ".join(str(i) for i in rows[:10]) + (", ..." if n_bad > 10 else "")
+        raise FloatingPointError(
+            f"favor_attention(kind={kind!r}): {n_bad} row(s) have a non-positive "
+            f"normaliser sum_j phi(q_i).phi(k_j) <= 0 (rows {shown}); "
+            "pass nonpositive='nan' or 'divide' to get the output with these rows reported"
+        )
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if nonpositive == "nan":
+            out = num / xp.where(bad, 1.0, den)[:, None]
+            out[bad] = xp.nan
+        else:  # "divide"
+            zero = den == 0
+            out = num / xp.where(zero, 1.0, den)[:, None]
+            out[zero] = xp.nan
+    finite_rows = xp.all(xp.isfinite(out), axis=1)
+    if not bool(xp.all(finite_rows | bad)):
+        raise FloatingPointError(
+            f"favor_attention(kind={kind!r}, stabilize={stabilize}) overflowed in rows "
+            "with a positive normaliser"
+            + ("; stabilize=True removes the factors that overflow" if not stabilize else
+               "; V is too large to represent the weighted sums")
+        )
+    if nonpositive == "divide":
+        out[bad & ~finite_rows] = xp.nan  # reported rows whose quotient overflowed
+    return AttentionResult(
+        output=out,
+        denominators=den,
+        n_nonpositive_denominators=n_bad,
+        nonpositive_rows=rows,
+        kind=kind,
+        causal=causal,
+        stabilize=stabilize,
+        nonpositive=nonpositive,
+    )
