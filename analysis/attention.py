@@ -1,0 +1,433 @@
+r"""Attention-level error of random-feature estimators: the Figure 4 study of [1]_.
+
+Kernel-level MSE (:mod:`rfkernels.theory`) says how well one
+:math:`\exp(q^\top k)` is estimated; here the estimates are summed over
+L keys and renormalised, and what is measured is the error of the attention
+output itself:
+
+.. math::
+
+    \mathrm{MSE} = \frac{1}{L d_v} \sum_{i, c}
+        \bigl(\widehat{\operatorname{Att}}_{ic} - \operatorname{Att}_{ic}\bigr)^2,
+
+one number per random input (a *sample*) and projection draw, averaged over
+samples for each (m, kind, ensemble).
+
+Input distribution
+------------------
+The paper only says "appropriately normalized random matrix input data".
+:func:`attention_inputs` draws, independently,
+
+.. math::
+
+    q_i,\ k_j \sim N\!\bigl(0, \tfrac{\sigma^2}{d} I_d\bigr), \qquad
+    v_j \sim N(0, I_{d_v}),\ d_v = d,
+
+in the convention of :mod:`rfkernels.attention` (kernel :math:`\exp(q^\top k)`,
+temperature already absorbed), with :math:`\sigma` = ``input_scale``. So
+:math:`E|q|^2 = \sigma^2` whatever d, and the logits :math:`q^\top k` have
+standard deviation about :math:`\sigma^2/\sqrt d`. Raw N(0, 1) entries
+divided by the Transformer's :math:`d^{1/4}` are the case
+:math:`\sigma = d^{1/4}` (2 at d = 16).
+
+The default :data:`DEFAULT_INPUT_SCALE` = 1 (unit-norm queries and keys on
+average) is the regime where the approximations are informative and the
+paper's claims can be checked; what holds there (L = 4096, d = 16,
+15 samples, seed 0; the exact outputs have mean square 2.4e-4):
+
+- positive << trig at small m: at m = 4 the MSE is 1.4e-4 (positive, iid)
+  against 3.3 (trig, iid) and 0.17 (trig, orthogonal), because trig
+  normalisers are noisy and often negative (55 rows of 4096 per sample at
+  m = 4, iid). The order reverses from m ~ d: at m = 256 trig with
+  orthogonal projections reaches 9.3e-7 against 7.0e-6 for positive;
+  with |q|, |k| ~ 1 the trig estimate has no small kernel values to spoil.
+- orthogonal < iid, most at small m: trig 1.9e-2 -> 1.5e-5 at m = 16,
+  only 2.7e-6 -> 9.3e-7 at m = 256; positive 8.8e-5 -> 5.3e-5 at m = 16 = d,
+  a 10 % gain at m = 256, and no significant difference at m <= 4.
+
+Other scales, same seeds: at sigma = 1.5 positive is below trig for every
+m <= 128, but its MSE is 0.6 to 3 times the exact outputs' mean square,
+i.e. no better than returning zeros; at sigma = 2 (raw N(0, 1) entries with
+the Transformer temperature) the positive MSE stays between 2e-3 and 4e-3
+from m = 2 to 256 against a mean square of 6.9e-4: the squared error of positive features
+is roughly log-normal with log-variance growing like :math:`|q + k|^2 \approx 2\sigma^2`
+(MATH.md), and m = 256 is far from its 1/m regime.
+
+Seeds
+-----
+All randomness derives from one :class:`numpy.random.SeedSequence` entropy
+(recorded in the table's metadata) through fixed spawn keys:
+
+- inputs of sample s: ``SeedSequence(entropy, spawn_key=(0, s))``;
+- projections of (s, m, kind, ensemble):
+  ``SeedSequence(entropy, spawn_key=(1, s, m, KINDS.index(kind), ENSEMBLES.index(ensemble)))``.
+
+Every number therefore depends only on its own identity, not on the order
+of the loops or on which other m, kinds or ensembles were requested.
+
+References
+----------
+.. [1] K. Choromanski, V. Likhosherstov, D. Dohan, X. Song, A. Gane,
+   T. Sarlos, P. Hawkins, J. Davis, A. Mohiuddin, L. Kaiser, D. Belanger,
+   L. Colwell and A. Weller, "Rethinking Attention with Performers",
+   ICLR 2021, Figure 4 (L = 4096, d = 16, 15 samples).
+   https://arxiv.org/abs/2009.14794
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import numbers
+import time
+
+import numpy as np
+
+from rfkernels._validation import (
+    ENSEMBLES,
+    KINDS,
+    check_choice,
+    check_ensemble,
+    check_int,
+    check_int_array,
+    check_kind,
+    check_norms,
+    check_seed,
+)
+from rfkernels.attention import NONPOSITIVE_POLICIES, favor_attention, softmax_attention
+from rfkernels.backends import array_namespace, check_backend
+from rfkernels.projections import draw_projections
+
+__all__ = [
+    "AttentionMSETable",
+    "DEFAULT_INPUT_SCALE",
+    "INPUT_DISTRIBUTION",
+    "attention_inputs",
+    "attention_mse",
+]
+
+#: Default σ of :func:`attention_inputs`: E|q|² = E|k|² = 1.
+DEFAULT_INPUT_SCALE = 1.0
+#: One-line description of the inputs, recorded in every table's metadata.
+INPUT_DISTRIBUTION = (
+    "q_i, k_j ~ N(0, (input_scale^2/d) I_d) iid, v_j ~ N(0, I_d) iid; "
+    "kernel exp(q.k) (temperature absorbed)"
+)
+
+_SPAWN_INPUTS = 0
+_SPAWN_PROJECTIONS = 1
+
+
+def _check_scale(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive real number; got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return value
+
+
+def _entropy(seed):
+    """The SeedSequence entropy behind ``seed`` (None draws fresh entropy)."""
+    if isinstance(seed, np.random.SeedSequence):
+        if seed.spawn_key:
+            raise ValueError("seed must be a root SeedSequence (empty spawn_key)")
+        return seed.entropy
+    if seed is None:
+        return np.random.SeedSequence().entropy
+    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, bool):
+        if int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+        return int(seed)
+    raise TypeError(
+        f"seed must be None, a non-negative int or a numpy.random.SeedSequence; "
+        f"got {type(seed).__name__}"
+    )
+
+
+def attention_inputs(L, d, *, input_scale=DEFAULT_INPUT_SCALE, seed=None):
+    r"""Random Q, K, V of the Figure 4 study (see the module docstring).
+
+    Parameters
+    ----------
+    L : int
+        Sequence length (rows of Q, K and V), >= 1.
+    d : int
+        Dimension of queries, keys and values, >= 1.
+    input_scale : float, default :data:`DEFAULT_INPUT_SCALE`
+        σ > 0: rows of Q and K are :math:`N(0, (\sigma^2/d) I_d)`.
+    seed : None, int, numpy.random.SeedSequence or numpy.random.Generator
+
+    Returns
+    -------
+    Q, K, V : ndarray of shape (L, d), float64
+        Drawn in that order from one generator, each as ``standard_normal((L, d))``.
+    """
+    L = check_int(L, "L")
+    d = check_int(d, "d")
+    scale = _check_scale(input_scale, "input_scale")
+    rng = check_seed(seed)
+    s = scale / math.sqrt(d)
+    q = s * rng.standard_normal((L, d))
+    k = s * rng.standard_normal((L, d))
+    v = rng.standard_normal((L, d))
+    return q, k, v
+
+
+class AttentionMSETable:
+    """Tidy result of :func:`attention_mse`: one row per (m, kind, ensemble).
+
+    Attributes
+    ----------
+    rows : list of dict
+        Keys :data:`COLUMNS`, in grid order (m, then kind, then ensemble as
+        requested).
+    per_sample_mse : numpy.ndarray of shape (len(rows), samples)
+        The MSE of every sample, row for row (NaN where a sample's output was
+        not finite, see ``samples_nonfinite``).
+    meta : dict
+        Parameters, seed entropy and spawn-key scheme, input distribution,
+        mean square of the exact outputs, timings (JSON-serialisable).
+    """
+
+    #: Columns of :attr:`rows` and of the CSV, in order.
+    COLUMNS = (
+        "L", "d", "m", "r", "kind", "ensemble", "norms", "causal", "samples",
+        "mse_mean", "mse_std", "mse_se", "mse_max_share", "samples_nonfinite",
+        "nonpositive_rows_mean",
+    )
+
+    def __init__(self, rows, per_sample_mse, meta):
+        self.rows = rows
+        self.per_sample_mse = per_sample_mse
+        self.meta = meta
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def select(self, **where):
+        """Rows whose columns equal the given values, e.g. ``select(kind="trig")``."""
+        unknown = set(where) - set(self.COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown column(s) {sorted(unknown)}; columns are {self.COLUMNS}")
+        return [r for r in self.rows if all(r[k] == v for k, v in where.items())]
+
+    def to_csv(self, file=None):
+        """Write the rows as CSV to a path or text file; with no argument return the text."""
+        if file is None:
+            buf = io.StringIO()
+            self._write(buf)
+            return buf.getvalue()
+        if hasattr(file, "write"):
+            self._write(file)
+            return None
+        with open(file, "w", newline="") as fh:
+            self._write(fh)
+        return None
+
+    def _write(self, fh):
+        writer = csv.DictWriter(fh, fieldnames=self.COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for row in self.rows:
+            writer.writerow({k: ("" if v is None else repr(v) if isinstance(v, float) else v)
+                             for k, v in row.items()})
+
+
+def _check_names(values, name, check, default):
+    if values is None:
+        return tuple(default)
+    if isinstance(values, str):
+        values = (values,)
+    values = tuple(values)
+    if not values:
+        raise ValueError(f"{name} must name at least one choice; got an empty sequence")
+    for v in values:
+        check(v)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} must not repeat a choice; got {values!r}")
+    return values
+
+
+def attention_mse(
+    L,
+    d,
+    m_values,
+    kinds=None,
+    ensembles=None,
+    *,
+    samples=15,
+    seed=0,
+    input_scale=DEFAULT_INPUT_SCALE,
+    norms="chi",
+    causal=False,
+    nonpositive="divide",
+    backend="numpy",
+    progress=None,
+):
+    r"""MSE of FAVOR attention against exact softmax attention (Figure 4 of [1]_).
+
+    For each sample s the inputs come from :func:`attention_inputs` and the
+    exact output from :func:`rfkernels.attention.softmax_attention` (computed
+    once per sample); for each (m, kind, ensemble) one projection matrix is
+    drawn and :func:`rfkernels.attention.favor_attention` is compared to it.
+
+    Parameters
+    ----------
+    L : int
+        Sequence length, >= 1 (paper: 4096).
+    d : int
+        Dimension of queries, keys and values, >= 1 (paper: 16).
+    m_values : int or sequence of int
+        Numbers of projections, each >= 1; m > d uses independent orthogonal
+        blocks of d rows (the last partial). Feature dimension r = m
+        (positive) or 2m (trig, hyperbolic).
+    kinds : sequence of {"trig", "positive", "hyperbolic"}, optional
+        Default: all three.
+    ensembles : sequence of {"iid", "orthogonal", "orthogonal-unfixed-qr"}, optional
+        Default ``("iid", "orthogonal")``.
+    samples : int, default 15
+        Random inputs, >= 2 (for a standard deviation).
+    seed : None, int or numpy.random.SeedSequence, default 0
+        Root of all randomness; see the module docstring for the spawn keys.
+        None draws fresh entropy, which is recorded in ``meta["entropy"]``.
+    input_scale : float, default :data:`DEFAULT_INPUT_SCALE`
+        σ of :func:`attention_inputs`: E|q|² = E|k|² = σ².
+    norms : {"chi", "fixed"}, default "chi"
+        Row norms of the projections (:func:`rfkernels.draw_projections`).
+    causal : bool, default False
+        Causal (unidirectional) attention instead of bidirectional.
+    nonpositive : {"divide", "nan", "raise"}, default "divide"
+        Passed to :func:`favor_attention`. ``"divide"`` measures the plain
+        quotient N/D (trig rows with a negative normaliser keep it, and
+        dominate the trig MSE at small m); ``"nan"`` makes every sample with
+        such a row non-finite, so it drops out of the statistics and is
+        counted in ``samples_nonfinite``. The number of such rows is
+        reported either way.
+    backend : {"numpy", "cupy"}, default "numpy"
+        Where the attention is computed (inputs and projections are drawn
+        with NumPy, so the numbers do not depend on it beyond rounding).
+    progress : callable, optional
+        Called as ``progress(n)`` after each unit of work: n = 1 for an exact
+        attention and for each FAVOR attention, ``samples·(1 + len(m)·len(kinds)·len(ensembles))``
+        in all.
+
+    Returns
+    -------
+    AttentionMSETable
+        One row per (m, kind, ensemble) with ``mse_mean`` (mean over finite
+        samples), ``mse_std`` (ddof = 1), ``mse_se`` (= std/sqrt(n)),
+        ``mse_max_share`` (largest sample MSE over their sum: near 1/n when
+        the samples agree, near 1 when one dominates; MATH.md's tail
+        warning applies to positive features at large σ), ``samples``
+        (finite samples used), ``samples_nonfinite`` (samples whose output
+        held NaN, e.g. a normaliser exactly 0 under ``"divide"``, or any
+        reported row under ``"nan"``), and ``nonpositive_rows_mean`` (rows
+        with a normaliser <= 0 per sample, averaged).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad L, d, m_values, kinds, ensembles, samples, seed, input_scale,
+        norms, causal, nonpositive or backend, before any work.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021, Figure 4. https://arxiv.org/abs/2009.14794
+    """
+    L = check_int(L, "L")
+    d = check_int(d, "d")
+    ms = check_int_array(m_values, "m_values")
+    if ms.ndim > 1 or ms.size == 0:
+        raise ValueError(f"m_values must be an integer or a non-empty 1-D sequence; got {m_values!r}")
+    ms = [int(m) for m in ms.reshape(-1)]
+    if len(set(ms)) != len(ms):
+        raise ValueError(f"m_values must not repeat a value; got {m_values!r}")
+    kinds = _check_names(kinds, "kinds", check_kind, KINDS)
+    ensembles = _check_names(ensembles, "ensembles", check_ensemble, ("iid", "orthogonal"))
+    samples = check_int(samples, "samples", minimum=2)
+    entropy = _entropy(seed)
+    scale = _check_scale(input_scale, "input_scale")
+    check_norms(norms)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False; got {causal!r}")
+    check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
+    check_choice(backend, "backend", ("numpy", "cupy"))
+    check_backend(backend)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
+    xp = array_namespace(backend)
+
+    grid = [(m, kind, ens) for m in ms for kind in kinds for ens in ensembles]
+    mse = np.full((len(grid), samples), np.nan)
+    n_bad_rows = np.zeros((len(grid), samples))
+    exact_ms = np.empty(samples)
+    t_exact = t_favor = 0.0
+
+    for s in range(samples):
+        ss = np.random.SeedSequence(entropy, spawn_key=(_SPAWN_INPUTS, s))
+        q, k, v = (xp.asarray(a) for a in attention_inputs(L, d, input_scale=scale, seed=ss))
+        t0 = time.perf_counter()
+        exact = softmax_attention(q, k, v, causal=bool(causal))
+        exact_ms[s] = float(xp.mean(exact * exact))
+        t_exact += time.perf_counter() - t0
+        if progress is not None:
+            progress(1)
+        for g, (m, kind, ens) in enumerate(grid):
+            key = (_SPAWN_PROJECTIONS, s, m, KINDS.index(kind), ENSEMBLES.index(ens))
+            w = draw_projections(
+                m, d, ensemble=ens, norms=norms, backend=backend,
+                seed=np.random.SeedSequence(entropy, spawn_key=key),
+            )
+            t0 = time.perf_counter()
+            res = favor_attention(q, k, v, w, kind, causal=bool(causal), nonpositive=nonpositive)
+            err = res.output - exact
+            mse[g, s] = float(xp.mean(err * err))
+            t_favor += time.perf_counter() - t0
+            n_bad_rows[g, s] = res.n_nonpositive_denominators
+            if progress is not None:
+                progress(1)
+
+    rows = []
+    for g, (m, kind, ens) in enumerate(grid):
+        vals = mse[g]
+        finite = vals[np.isfinite(vals)]
+        n = finite.size
+        mean = float(finite.mean()) if n else None
+        std = float(finite.std(ddof=1)) if n >= 2 else None
+        total = float(finite.sum()) if n else 0.0
+        rows.append({
+            "L": L, "d": d, "m": m, "r": m if kind == "positive" else 2 * m,
+            "kind": kind, "ensemble": ens, "norms": norms, "causal": bool(causal),
+            "samples": n,
+            "mse_mean": mean,
+            "mse_std": std,
+            "mse_se": None if std is None else std / math.sqrt(n),
+            "mse_max_share": float(finite.max() / total) if total > 0 else None,
+            "samples_nonfinite": int(samples - n),
+            "nonpositive_rows_mean": float(n_bad_rows[g].mean()),
+        })
+
+    meta = {
+        "study": "attention_mse",
+        "L": L, "d": d, "d_v": d, "m_values": ms, "kinds": list(kinds),
+        "ensembles": list(ensembles), "samples": samples, "norms": norms,
+        "causal": bool(causal), "nonpositive": nonpositive, "backend": backend,
+        "input_scale": scale, "input_distribution": INPUT_DISTRIBUTION,
+        "kernel": "exp(q.k); temperature absorbed into Q and K",
+        "mse": "mean over the L x d_v output entries of (favor - exact)^2, per sample",
+        "entropy": entropy,
+        "spawn_keys": {
+            "inputs": "(0, sample)",
+            "projections": "(1, sample, m, KINDS.index(kind), ENSEMBLES.index(ensemble))",
+            "KINDS": list(KINDS), "ENSEMBLES": list(ENSEMBLES),
+        },
+        "exact_output_mean_square": [float(x) for x in exact_ms],
+        "seconds_exact": t_exact,
+        "seconds_favor": t_favor,
+    }
+    return AttentionMSETable(rows, mse, meta)
