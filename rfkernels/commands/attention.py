@@ -1,0 +1,214 @@
+"""``rfkernels attention``: MSE of FAVOR attention against exact attention (Figure 4).
+
+Runs :func:`rfkernels.analysis.attention.attention_mse` and writes its tidy
+table as CSV with a JSON sidecar (same stem, ``.json``): parameters, seed
+entropy and spawn-key scheme, input distribution, per-sample MSEs,
+versions, git revision and timings. Both files are written atomically
+(temporary file, then :func:`os.replace`). An existing file is only
+replaced if it is an earlier output of this command (a CSV with the same
+header, a JSON sidecar whose ``"command"`` is ``"attention"``), or with
+``--force``. A progress bar is shown when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..cli import command
+
+#: Default grid of the number of projections m (Figure 4 goes up to 256).
+DEFAULT_M = "2,4,8,16,32,64,128,256"
+
+
+def _int_list(text):
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 2,4,8; got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def _name_list(text):
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one name")
+    return values
+
+
+def _add_attention(p):
+    from rfkernels._validation import ENSEMBLES, KINDS, NORMS
+    from rfkernels.analysis.attention import DEFAULT_INPUT_SCALE
+    from rfkernels.attention import NONPOSITIVE_POLICIES
+
+    p.add_argument("--L", type=int, default=4096, help="sequence length")
+    p.add_argument("--d", type=int, default=16, help="dimension of queries, keys and values")
+    p.add_argument("--m", type=_int_list, default=DEFAULT_M,
+                   help="comma-separated numbers of projections")
+    p.add_argument("--samples", type=int, default=15, help="random inputs per grid point (>= 2)")
+    p.add_argument("--kinds", type=_name_list, default=",".join(KINDS),
+                   help=f"comma-separated estimators among {', '.join(KINDS)}")
+    p.add_argument("--ensembles", type=_name_list, default="iid,orthogonal",
+                   help=f"comma-separated projection ensembles among {', '.join(ENSEMBLES)}")
+    p.add_argument("--input-scale", type=float, default=DEFAULT_INPUT_SCALE,
+                   help="sigma: rows of Q and K are N(0, sigma^2/d I_d), so E|q|^2 = sigma^2 "
+                        "in the kernel exp(q.k)")
+    p.add_argument("--seed", type=int, default=0, help="root seed (SeedSequence entropy)")
+    p.add_argument("--norms", choices=NORMS, default="chi", help="row norms of the projections")
+    p.add_argument("--causal", action="store_true", help="causal (unidirectional) attention")
+    p.add_argument("--nonpositive", choices=NONPOSITIVE_POLICIES, default="divide",
+                   help="rows with a normaliser <= 0 (trig): divide anyway, NaN, or stop")
+    p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
+                   help="array backend of the attention")
+    p.add_argument("--out", default="attention_mse.csv",
+                   help="CSV path; the JSON sidecar is the same path with suffix .json")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing files that are not outputs of this command")
+
+
+def _is_ours(path, header):
+    """True if ``path`` is an earlier output of this command (CSV or sidecar)."""
+    try:
+        if path.suffix == ".json":
+            with open(path) as fh:
+                return json.load(fh).get("command") == "attention"
+        with open(path, newline="") as fh:
+            return fh.readline().rstrip("\r\n") == header
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return False
+
+
+def _check_outputs(out, force):
+    """The CSV and JSON paths, after refusing to clobber unrelated files."""
+    from rfkernels.analysis.attention import AttentionMSETable
+
+    csv_path = Path(out)
+    if csv_path.suffix == ".json":
+        raise ValueError(f"--out must not end in .json (that is the sidecar's suffix); got {out!r}")
+    json_path = csv_path.with_suffix(".json")
+    if not csv_path.parent.is_dir():
+        raise ValueError(f"--out: directory {str(csv_path.parent)!r} does not exist")
+    header = ",".join(AttentionMSETable.COLUMNS)
+    for path in (csv_path, json_path):
+        if path.is_dir():
+            raise ValueError(f"--out: {str(path)!r} is a directory")
+        if path.exists() and not force and not _is_ours(path, header):
+            raise ValueError(
+                f"{str(path)!r} exists and is not an output of 'rfkernels attention'; "
+                "choose another --out or pass --force to overwrite it"
+            )
+    return csv_path, json_path
+
+
+def _atomic_write(path, write):
+    """Write through ``write(fh)`` to a temporary file beside ``path``, then rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _git_revision():
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def _versions():
+    import numpy
+    import scipy
+
+    from rfkernels import __version__
+
+    return {"rfkernels": __version__, "numpy": numpy.__version__, "scipy": scipy.__version__,
+            "python": platform.python_version()}
+
+
+def _json_safe(x):
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+@command("attention", "MSE of FAVOR attention against exact softmax attention (Figure 4)")(
+    _add_attention
+)
+def _run_attention(args):
+    from tqdm import tqdm
+
+    from rfkernels.analysis import attention as study
+
+    csv_path, json_path = _check_outputs(args.out, args.force)
+    scale = args.input_scale
+    m_values, kinds, ensembles = args.m, args.kinds, args.ensembles  # argparse parsed the defaults too
+    total = args.samples * (1 + len(m_values) * len(kinds) * len(ensembles))
+
+    t0 = time.perf_counter()
+    bar = tqdm(total=total, unit="attention", file=sys.stderr, disable=not sys.stderr.isatty(),
+               desc="rfkernels attention")
+    try:
+        table = study.attention_mse(
+            args.L, args.d, m_values, kinds, ensembles, samples=args.samples, seed=args.seed,
+            input_scale=scale, norms=args.norms, causal=args.causal,
+            nonpositive=args.nonpositive, backend=args.backend, progress=bar.update,
+        )
+    finally:
+        bar.close()
+    elapsed = time.perf_counter() - t0
+
+    meta = dict(table.meta)
+    sidecar = {
+        "command": "attention",
+        "arguments": {k: v for k, v in vars(args).items() if k != "command"},
+        "csv": csv_path.name,
+        "columns": list(table.COLUMNS),
+        "parameters": meta,
+        "per_sample_mse": [
+            {"m": r["m"], "kind": r["kind"], "ensemble": r["ensemble"],
+             "mse": [_json_safe(float(x)) for x in table.per_sample_mse[i]]}
+            for i, r in enumerate(table.rows)
+        ],
+        "versions": _versions(),
+        "git_revision": _git_revision(),
+        "backend": args.backend,
+        "timings": {"total_s": elapsed, "exact_s": meta["seconds_exact"],
+                    "favor_s": meta["seconds_favor"]},
+    }
+    _atomic_write(csv_path, table.to_csv)
+    _atomic_write(json_path, lambda fh: json.dump(sidecar, fh, indent=1, allow_nan=False))
+
+    print(f"MSE of the attention output, L={args.L}, d={args.d}, {args.samples} samples, "
+          f"input scale {scale:g}; mean +- standard error")
+    print(f"{'m':>5} {'kind':>10} {'ensemble':>22} {'mse_mean':>11} {'mse_se':>10} "
+          f"{'rows D<=0':>9}")
+    for r in table.rows:
+        mean = "-" if r["mse_mean"] is None else f"{r['mse_mean']:.4e}"
+        se = "-" if r["mse_se"] is None else f"{r['mse_se']:.2e}"
+        print(f"{r['m']:5d} {r['kind']:>10} {r['ensemble']:>22} {mean:>11} {se:>10} "
+              f"{r['nonpositive_rows_mean']:9.1f}")
+    print(f"wrote {csv_path} and {json_path} in {elapsed:.1f} s")
+    return 0
