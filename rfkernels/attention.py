@@ -481,13 +481,14 @@ def _normalise(num, den, kind, causal, stabilize, nonpositive, xp):
             f"normaliser sum_j phi(q_i).phi(k_j) <= 0 (rows {shown}); "
             "pass nonpositive='nan' or 'divide' to get the output with these rows reported"
         )
+    out = num  # divided in place: the output is the only (L, d_v) array held
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if nonpositive == "nan":
-            out = num / xp.where(bad, 1.0, den)[:, None]
+            out /= xp.where(bad, 1.0, den)[:, None]
             out[bad] = xp.nan
         else:  # "divide"
             zero = den == 0
-            out = num / xp.where(zero, 1.0, den)[:, None]
+            out /= xp.where(zero, 1.0, den)[:, None]
             out[zero] = xp.nan
     finite_rows = xp.all(xp.isfinite(out), axis=1)
     if not bool(xp.all(finite_rows | bad)):
