@@ -33,11 +33,10 @@ independent one. The stream, not the function, tells variates apart:
 :func:`normal` and :func:`chi_square` called with the same stream read the
 same Philox blocks at attempt 0, so give each use its own stream.
 
-The transcendental functions of the transforms (``log``, ``sin``, ``cos``)
-are those of :mod:`rfkernels._elementary`, built from correctly rounded IEEE
-operations only, so the NumPy, CuPy and Numba versions of a normal are the
-same bits (and the Numba loops vectorise). Only the rare second stage of the
-chi-square acceptance test and the shape < 1 boost call the math library.
+The transcendental functions of the transforms (``log``, ``exp``, ``sin``,
+``cos``) are those of :mod:`rfkernels._elementary`, built from correctly
+rounded IEEE operations only, so the NumPy, CuPy and Numba versions of every
+variate are the same bits (and the Numba loops vectorise).
 """
 
 from __future__ import annotations
@@ -462,8 +461,8 @@ def _mt_attempt(k0, k1, t, s, stream, attempt, d, c, xp):
     positive = v > 0.0
     x2 = x * x
     squeeze = u < 1.0 - _SQUEEZE * (x2 * x2)
-    vlog = xp.log(xp.where(positive, v, 1.0))
-    full = xp.log(u) < 0.5 * x2 + d * ((1.0 - v) + vlog)
+    vlog = elem.log(xp.where(positive, v, 1.0), xp)  # v > 0 is never subnormal (v >= 2**-159)
+    full = elem.log(u, xp) < 0.5 * x2 + d * ((1.0 - v) + vlog)
     return positive & (squeeze | full), d * v, companion
 
 
@@ -507,7 +506,7 @@ def _gamma_mt(k0, k1, t, s, a, stream, xp):
         k0_, k1_, t_, s_, a_ = (_take(v, idx) for v in (k0, k1, t, s, a))
         w0, w1, _, _ = _block(k0_, k1_, t_, s_, stream, ATTEMPT_BOOST, xp)
         u = _uniform52(w0, w1, xp)
-        out[idx] = out[idx] * xp.exp(xp.log(u) / a_)
+        out[idx] = out[idx] * elem.exp(elem.log(u, xp) / a_, xp)
     return out, attempts, companion
 
 
@@ -587,12 +586,11 @@ def chi_square(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
     very small ``a`` the factor underflows to 0 about as often as the true
     value is below the smallest double.
 
-    The vectorised loop retries only the rejected entries, attempt by
-    attempt, and makes the same accept/reject choices as the scalar loop of
-    :func:`rfkernels.backends._rng_numba.chi_square_at` (the only possible
-    difference is the last-bit rounding of ``log``/``cos``/``exp`` between
-    math libraries, which can flip a choice only for an argument within one
-    rounding of the boundary).
+    Every ``log``, ``sin``, ``cos`` and ``exp`` here is one of
+    :mod:`rfkernels._elementary`, so the vectorised loop (which retries only
+    the rejected entries, attempt by attempt) and the scalar loop of
+    :func:`rfkernels.backends._rng_numba.chi_square_at` make the same
+    accept/reject choices and return the same bits.
 
     References
     ----------

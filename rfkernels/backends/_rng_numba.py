@@ -147,21 +147,25 @@ def mt_params(dof):
 
 @numba.njit(inline="always")
 def mt_attempt(k0, k1, trial, slot, stream, attempt, d, c):
-    """One Marsaglia-Tsang attempt: ``(squeezed, v, x**2, U, companion)``.
+    """One Marsaglia-Tsang attempt: ``(accepted, v, companion)``; the gamma value is ``d v``.
 
-    ``squeezed`` is ``v > 0 and U < 1 - 0.0331 x**4`` (acceptance without a
-    logarithm); the gamma value is then ``d v``. Branch-free and inlined, so a
-    loop of first attempts vectorises; the rare rest is
-    :func:`chi_square_normal_at`'s job.
+    Both stages of the acceptance test are evaluated (the squeeze
+    ``U < 1 - 0.0331 x**4`` and ``log U < x**2/2 + d (1 - v + log v)``, with
+    :mod:`rfkernels.backends._elementary_numba`'s ``log``), branch-free, so
+    a loop of attempts vectorises. The companion is the sine branch of the
+    attempt's Box--Muller pair.
     """
     w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, attempt)
     x, companion = _box_muller(_uniform52(w0, w1), _uniform32(w2))
     u = _uniform32(w3)
     base = 1.0 + c * x
     v = base * base * base
+    positive = v > 0.0
     x2 = x * x
-    squeezed = (v > 0.0) & (u < 1.0 - _SQUEEZE * (x2 * x2))
-    return squeezed, v, x2, u, companion
+    squeeze = u < 1.0 - _SQUEEZE * (x2 * x2)
+    vlog = elem.log(v if positive else 1.0)
+    full = elem.log(u) < 0.5 * x2 + d * ((1.0 - v) + vlog)
+    return positive & (squeeze | full), v, companion
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -185,12 +189,10 @@ def chi_square_normal_at(k0, k1, trial, slot, stream, dof):
     z = math.nan
     found = False
     for attempt in range(_MAX_ATTEMPTS):
-        squeezed, v, x2, u, companion = mt_attempt(k0, k1, trial, slot, stream, attempt, d, c)
+        accepted, v, companion = mt_attempt(k0, k1, trial, slot, stream, attempt, d, c)
         if attempt == 0:
             z = companion
-        if v <= 0.0:
-            continue
-        if squeezed or math.log(u) < 0.5 * x2 + d * ((1.0 - v) + math.log(v)):
+        if accepted:
             g = d * v
             found = True
             break
@@ -199,7 +201,7 @@ def chi_square_normal_at(k0, k1, trial, slot, stream, dof):
     if small:
         w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, _ATTEMPT_BOOST)
         u = _uniform52(w0, w1)
-        g = g * math.exp(math.log(u) / a)
+        g = g * elem.exp(elem.log(u) / a)
     return 2.0 * g, z
 
 
