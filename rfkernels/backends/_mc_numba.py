@@ -1,0 +1,200 @@
+"""Numba kernels of the reduced Monte Carlo sampler: :mod:`rfkernels.reduced`, in parallel.
+
+:func:`reduced_estimates` fills ``out[k]`` with the normalised estimate of
+trial counter ``base + k`` exactly as
+:func:`rfkernels.reduced.normalised_estimates` does (same counters, same
+transforms, same operation order, same fixed-order sums), so the two agree
+to the bit for positive and hyperbolic features and to the math library's
+rounding of ``cos`` for trig features.
+
+Parallelism and reproducibility. Trials are split into batches of
+:data:`BATCH` consecutive trials, the batches distributed over threads with
+``prange``. Every trial is computed by one thread from its own counters and
+written to its own slot, and nothing is reduced across trials here, so the
+output does not depend on the number of threads or on how the work is
+scheduled. The batch only amortises the allocation of the per-trial scratch
+arrays.
+
+Speed. The inner loops over projections are written branch-free from
+inlined building blocks (:mod:`rfkernels.backends._rng_numba`,
+:mod:`rfkernels.backends._elementary_numba`), so LLVM vectorises them
+(Philox, Box--Muller, the first Marsaglia--Tsang attempt, ``exp``); the
+rare rejected chi-square attempts are redone by a scalar loop afterwards.
+Kernels are compiled with ``error_model="numpy"`` (no division checks, which
+would block vectorisation) and without ``fastmath`` (which would change the
+numbers).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from . import _elementary_numba as elem
+from ._rng_numba import chi_square_at, chi_square_normal_at, mt_attempt, mt_params, normal_pair_inline
+
+#: Consecutive trials per parallel work item.
+BATCH = 256
+
+#: Estimator codes (``kind``).
+POSITIVE, HYPERBOLIC, TRIG = 0, 1, 2
+KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG}
+
+# must equal rfkernels.reduced.STREAM_*
+_STREAM_DIRECTION = 16
+_STREAM_LENGTH = 17
+_STREAM_TAIL = 18
+
+
+@numba.njit(inline="always")
+def _sum8(x, start, k):
+    """Fixed-order sum of ``x[start:start + k]``; = :func:`rfkernels.reduced.fixed_order_sum`."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    full = k - k % 8
+    for j in range(start, start + full, 8):
+        a0 += x[j]
+        a1 += x[j + 1]
+        a2 += x[j + 2]
+        a3 += x[j + 3]
+        a4 += x[j + 4]
+        a5 += x[j + 5]
+        a6 += x[j + 6]
+        a7 += x[j + 7]
+    r = k - full
+    b = start + full
+    if r > 0:
+        a0 += x[b]
+    if r > 1:
+        a1 += x[b + 1]
+    if r > 2:
+        a2 += x[b + 2]
+    if r > 3:
+        a3 += x[b + 3]
+    if r > 4:
+        a4 += x[b + 4]
+    if r > 5:
+        a5 += x[b + 5]
+    if r > 6:
+        a6 += x[b + 6]
+    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+
+
+@numba.njit(inline="always")
+def _normals(k0, k1, trial, m, g):
+    """g[i], i < m, from the direction stream (pairs of slots share a block)."""
+    npairs = m // 2
+    for j in range(npairs):
+        z0, z1 = normal_pair_inline(k0, k1, trial, j, _STREAM_DIRECTION)
+        g[2 * j] = z0
+        g[2 * j + 1] = z1
+    if m % 2:
+        z0, z1 = normal_pair_inline(k0, k1, trial, npairs, _STREAM_DIRECTION)
+        g[m - 1] = z0
+
+
+@numba.njit(inline="always")
+def _chi_squares_with_normals(k0, k1, trial, i0, b, dof, q, g, ok):
+    """(q[i], g[i]) = chi_square_with_normal at slots i0 .. i0 + b - 1 of the length stream."""
+    if dof >= 2.0:
+        d, c = mt_params(dof)
+        for i in range(i0, i0 + b):  # first attempts, vectorised
+            accepted, v, z = mt_attempt(k0, k1, trial, i, _STREAM_LENGTH, 0, d, c)
+            q[i] = 2.0 * (d * v)
+            g[i] = z
+            ok[i] = accepted
+        for i in range(i0, i0 + b):  # the few (< 1% for d >= 4) rejected at attempt 0
+            if not ok[i]:
+                q[i], g[i] = chi_square_normal_at(k0, k1, trial, i, _STREAM_LENGTH, dof)
+    else:
+        for i in range(i0, i0 + b):
+            q[i], g[i] = chi_square_normal_at(k0, k1, trial, i, _STREAM_LENGTH, dof)
+
+
+@numba.njit(inline="always")
+def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok):
+    """p[i] = the scalar projections of one trial; = :func:`rfkernels.reduced.scalar_projections`."""
+    if not orthogonal:
+        _normals(k0, k1, trial, m, g)
+        if chi:
+            for i in range(m):
+                p[i] = g[i]
+        else:
+            sqrt_d = math.sqrt(d)
+            if d == 1:
+                for i in range(m):
+                    p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + 0.0))
+            else:
+                dof = float(d - 1)
+                for i in range(m):
+                    q[i] = chi_square_at(k0, k1, trial, i, _STREAM_TAIL, dof)
+                for i in range(m):
+                    p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + q[i]))
+        return
+    if not chi:
+        _normals(k0, k1, trial, m, g)
+    sqrt_d = math.sqrt(d)
+    j = 0
+    for i0 in range(0, m, d):
+        b = min(d, m - i0)
+        if chi:
+            _chi_squares_with_normals(k0, k1, trial, i0, b, float(d), q, g, ok)
+        for i in range(i0, i0 + b):
+            p[i] = g[i] * g[i]
+        total = _sum8(p, i0, b)
+        if b < d:
+            total = total + chi_square_at(k0, k1, trial, j, _STREAM_TAIL, float(d - b))
+        root = math.sqrt(total)
+        if chi:
+            for i in range(i0, i0 + b):
+                p[i] = math.sqrt(q[i]) * (g[i] / root)
+        else:
+            for i in range(i0, i0 + b):
+                p[i] = sqrt_d * (g[i] / root)
+        j += 1
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy")
+def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
+    """Normalised estimates of trials with counters ``base .. base + len(out) - 1``.
+
+    Parameters
+    ----------
+    k0, k1 : uint32
+        Philox key words.
+    base : uint64
+        Trial counter of ``out[0]`` (:func:`rfkernels.reduced.trial_counters`).
+    m, d : int64
+        Projections and dimension.
+    orthogonal, chi : bool
+        Ensemble (orthogonal or iid) and norms (chi or fixed).
+    kind : int64
+        :data:`POSITIVE`, :data:`HYPERBOLIC` or :data:`TRIG`.
+    length : float64
+        ``a``, the length of ``x + y`` (``x - y`` for trig).
+    out : float64 array
+        Filled in place.
+    """
+    n = out.shape[0]
+    half = 0.5 * length * length
+    n_batches = (n + BATCH - 1) // BATCH
+    for batch in numba.prange(n_batches):
+        p = np.empty(m)
+        g = np.empty(m + 1)
+        q = np.empty(m)
+        ok = np.empty(m, dtype=np.bool_)
+        for t in range(batch * BATCH, min(n, (batch + 1) * BATCH)):
+            trial = base + np.uint64(t)
+            _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok)
+            if kind == POSITIVE:
+                for i in range(m):
+                    p[i] = elem.exp(length * p[i] - half)
+            elif kind == HYPERBOLIC:
+                for i in range(m):
+                    ap = length * p[i]
+                    p[i] = 0.5 * (elem.exp(ap - half) + elem.exp(-ap - half))
+            else:
+                for i in range(m):
+                    p[i] = math.cos(length * p[i])
+            out[t] = _sum8(p, 0, m) / m

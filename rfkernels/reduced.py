@@ -1,0 +1,289 @@
+r"""Estimates drawn from the scalar projections they depend on, exactly in distribution.
+
+Every estimator of :mod:`rfkernels.features` depends on the projections
+:math:`\omega_1..\omega_m` only through one scalar per feature,
+:math:`\omega_i \cdot v` with :math:`v = x + y` (positive, hyperbolic) or
+:math:`v = x - y` (trig). Writing :math:`\omega_i \cdot v = |v|\, p_i` with
+:math:`p_i = \omega_i \cdot e` for a unit vector :math:`e`, the law of
+:math:`(p_1..p_m)` does not depend on :math:`e` (every ensemble here is
+rotation invariant), so a Monte Carlo trial can draw the :math:`p_i`
+directly: O(m) random numbers, no d×d matrix and no QR. This module does
+that with the counter-based generator of :mod:`rfkernels.rng`, written once
+against an array namespace (NumPy or CuPy);
+:mod:`rfkernels.backends._mc_numba` computes the same numbers in Numba.
+
+Laws of the :math:`p_i` (MATH.md, "Sampling only what the estimate depends
+on"). Orthogonal projections come in blocks of d rows, the last block
+partial, blocks independent; within a block of size :math:`b \le d`, the
+directions' coordinates along :math:`e` are the first b coordinates of a
+uniform unit vector of :math:`R^d`, :math:`c_i = g_i / \sqrt{S}` with
+:math:`S = \sum_{j \le b} g_j^2 + \chi^2_{d-b}`:
+
+=====================  ==============================================================
+ensemble, norms        :math:`p_i`
+=====================  ==============================================================
+iid, chi               :math:`g_i` (a standard normal)
+iid, fixed             :math:`\sqrt{d}\, g_i / \sqrt{g_i^2 + \chi^2_{d-1}}` (blocks of one)
+orthogonal, chi        :math:`R_i\, g_i / \sqrt{S}`, :math:`R_i \sim \chi_d` independent
+orthogonal, fixed      :math:`\sqrt{d}\, g_i / \sqrt{S}`
+=====================  ==============================================================
+
+Counter layout (key from the seed, :func:`rfkernels.rng.key_from_seed`).
+Trial ``t`` of pair ``k`` of a batch uses the Philox trial counter
+``(k << 40) | t`` (:func:`trial_counters`); within it, projection ``i`` uses
+
+- ``g_i``: :func:`rfkernels.rng.normal` at slot ``i`` of :data:`STREAM_DIRECTION`
+  (slots ``2j``, ``2j + 1`` share a block), except for orthogonal
+  projections with chi norms, where ``(R_i^2, g_i)`` is
+  :func:`rfkernels.rng.chi_square_with_normal` at slot ``i`` of
+  :data:`STREAM_LENGTH` with ``d`` degrees of freedom (one Philox block
+  gives the length and the direction coordinate);
+- the chi-square tails: :func:`rfkernels.rng.chi_square` of
+  :data:`STREAM_TAIL`, at slot ``i`` (iid, fixed norms, ``d - 1`` degrees
+  of freedom) or at slot ``j`` for block ``j`` (orthogonal, ``d - b_j``
+  degrees of freedom, drawn only for a partial block).
+
+Normalisation. The estimates are returned divided by a scale ``C`` chosen
+so that they stay O(1) where the estimate itself would overflow:
+``C = SM = exp(x·y)`` for positive and hyperbolic features (the estimate is
+then :math:`\frac1m\sum_i e^{a p_i - a^2/2}`, resp. its cosh form, with
+:math:`a = |x + y|`) and ``C = Λ⁻¹ = exp((|x|² + |y|²)/2)`` for trig
+features (the estimate is then :math:`\frac1m\sum_i \cos(a p_i)`,
+:math:`a = |x - y|`); see :func:`normalisation`.
+
+Sums over projections are taken in one fixed order (eight interleaved
+partial sums, then a fixed tree; :func:`fixed_order_sum`) on every backend,
+so NumPy, CuPy and Numba give the same bits for the positive and hyperbolic
+estimates; trig features use each library's ``cos`` and agree to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _elementary as elem
+from . import rng
+from ._validation import check_choice, check_int, check_kind, check_norms
+from .backends import get_array_module
+
+__all__ = [
+    "MAX_PAIRS",
+    "MAX_TRIALS",
+    "Normalisation",
+    "REDUCED_ENSEMBLES",
+    "STREAM_DIRECTION",
+    "STREAM_LENGTH",
+    "STREAM_TAIL",
+    "fixed_order_sum",
+    "normalisation",
+    "normalised_estimates",
+    "scalar_projections",
+    "trial_counters",
+]
+
+#: Ensembles with an exact reduced sampler (the unfixed QR's law is not rotation invariant).
+REDUCED_ENSEMBLES = ("iid", "orthogonal")
+#: Stream of the direction normals g_i.
+STREAM_DIRECTION = 16
+#: Stream of the (R_i^2, g_i) pairs of orthogonal projections with chi norms.
+STREAM_LENGTH = 17
+#: Stream of the chi-square tails of the direction norms.
+STREAM_TAIL = 18
+#: Bits of the trial counter that index trials; the pair index sits above.
+PAIR_SHIFT = 40
+#: Trials per pair addressable by the counter layout.
+MAX_TRIALS = 1 << PAIR_SHIFT
+#: Pairs per batch addressable by the counter layout.
+MAX_PAIRS = 1 << (64 - PAIR_SHIFT)
+
+_LANES = 8
+
+
+class Normalisation(NamedTuple):
+    """How a pair's estimates are scaled (see the module notes).
+
+    Attributes
+    ----------
+    length : float
+        ``a``: ``|x + y|`` (positive, hyperbolic) or ``|x - y|`` (trig).
+    log_scale : float
+        ``log C``: ``x·y`` (positive, hyperbolic) or ``(|x|² + |y|²)/2`` (trig).
+    target : float
+        ``SM / C``, the value an unbiased normalised estimate has on average:
+        1 (positive, hyperbolic) or ``exp(-|x - y|²/2)`` (trig).
+    """
+
+    length: float
+    log_scale: float
+    target: float
+
+
+def normalisation(kind, half_sq, s, t):
+    """The :class:`Normalisation` of a pair from its invariants.
+
+    Parameters
+    ----------
+    kind : {'trig', 'positive', 'hyperbolic'}
+    half_sq, s, t : float
+        ``(|x|² + |y|²)/2``, ``|x + y|²`` and ``|x - y|²``
+        (:class:`rfkernels.theory.Geometry`).
+    """
+    check_kind(kind)
+    half_sq, s, t = float(half_sq), float(s), float(t)
+    if kind == "trig":
+        return Normalisation(math.sqrt(t), half_sq, math.exp(-t / 2.0))
+    return Normalisation(math.sqrt(s), (s - t) / 4.0, 1.0)
+
+
+def trial_counters(first, n, pair=0, xp=np):
+    """Philox trial counters ``(pair << 40) | t`` for trials ``t = first .. first + n - 1``."""
+    first = check_int(first, "first", minimum=0)
+    n = check_int(n, "n", minimum=0)
+    pair = check_int(pair, "pair", minimum=0)
+    if first + n > MAX_TRIALS:
+        raise ValueError(f"trial indices must be below 2**{PAIR_SHIFT}; got up to {first + n - 1}")
+    if pair >= MAX_PAIRS:
+        raise ValueError(f"pair must be below 2**{64 - PAIR_SHIFT}; got {pair}")
+    base = np.uint64((pair << PAIR_SHIFT) | first)
+    return xp.arange(n, dtype=xp.uint64) + base
+
+
+def fixed_order_sum(rows, xp=None):
+    """Sum over the first axis in a fixed order: eight interleaved partial sums, then a tree.
+
+    Row ``i`` goes to partial sum ``i % 8`` (rows added in increasing order);
+    the partial sums are combined as ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))``.
+    The Numba kernels sum in exactly this order, so the results are the same
+    bits, and eight independent chains are faster than one.
+    """
+    if xp is None:
+        xp = get_array_module(rows)
+    k = rows.shape[0]
+    acc = xp.zeros((_LANES,) + rows.shape[1:], dtype=xp.float64)
+    for start in range(0, k, _LANES):
+        part = rows[start : start + _LANES]
+        acc[: part.shape[0]] += part
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+
+
+def _check_args(m, d, ensemble, norms):
+    m = check_int(m, "m")
+    d = check_int(d, "d")
+    check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    check_norms(norms)
+    return m, d
+
+
+def _normals(key, counters, m, xp):
+    """g_i, i < m, from :data:`STREAM_DIRECTION`: shape (m, n)."""
+    pairs = xp.arange((m + 1) // 2, dtype=xp.uint64)[:, None]
+    z0, z1 = rng.normal_pair(key, counters[None, :], pairs, stream=STREAM_DIRECTION, xp=xp)
+    g = xp.empty((2 * z0.shape[0], counters.shape[0]), dtype=xp.float64)
+    g[0::2] = z0
+    g[1::2] = z1
+    return g[:m]
+
+
+def scalar_projections(key, counters, m, d, *, ensemble="iid", norms="chi", xp=None):
+    r"""The scalar projections :math:`p_i = \omega_i \cdot e` of m projections, per trial.
+
+    Parameters
+    ----------
+    key : array_like of uint32, shape (2,)
+        Philox key (:func:`rfkernels.rng.key_from_seed`).
+    counters : array_like of uint64, shape (n,)
+        Philox trial counters (:func:`trial_counters`).
+    m, d : int
+        Number of projections and dimension.
+    ensemble : {'iid', 'orthogonal'}
+    norms : {'chi', 'fixed'}
+    xp : module, optional
+        ``numpy`` or ``cupy``; taken from ``counters`` when None.
+
+    Returns
+    -------
+    p : ndarray of shape (m, n)
+        ``p[i, k]`` is projection i of trial k, distributed as
+        :math:`\omega_i \cdot e` for any fixed unit vector e (see the module
+        notes for the laws and the counter layout).
+    """
+    m, d = _check_args(m, d, ensemble, norms)
+    if xp is None:
+        xp = get_array_module(counters)
+    key = xp.asarray(key, dtype=xp.uint32)
+    counters = xp.asarray(counters, dtype=xp.uint64)
+    n = counters.shape[0]
+    slots = xp.arange(m, dtype=xp.uint64)[:, None]
+    t = counters[None, :]
+    sqrt_d = math.sqrt(d)
+
+    if ensemble == "iid":
+        g = _normals(key, counters, m, xp)
+        if norms == "chi":
+            return g
+        if d == 1:
+            tail = xp.zeros((m, n))
+        else:
+            tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_TAIL, xp=xp)
+        return sqrt_d * (g / xp.sqrt(g * g + tail))
+
+    if norms == "chi":
+        q, g = rng.chi_square_with_normal(key, t, slots, float(d), stream=STREAM_LENGTH, xp=xp)
+        length = xp.sqrt(q)
+    else:
+        g = _normals(key, counters, m, xp)
+        length = sqrt_d
+    p = xp.empty((m, n), dtype=xp.float64)
+    for j, i0 in enumerate(range(0, m, d)):
+        b = min(d, m - i0)
+        gb = g[i0 : i0 + b]
+        total = fixed_order_sum(gb * gb, xp)
+        if b < d:
+            total = total + rng.chi_square(key, counters, j, float(d - b), stream=STREAM_TAIL, xp=xp)
+        lb = length if norms == "fixed" else length[i0 : i0 + b]
+        p[i0 : i0 + b] = lb * (gb / xp.sqrt(total))
+    return p
+
+
+def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", norms="chi", xp=None):
+    r"""Normalised estimates ``estimate / C`` of a pair, one per trial counter.
+
+    Parameters
+    ----------
+    key, counters, m, d, ensemble, norms, xp
+        As in :func:`scalar_projections`.
+    kind : {'trig', 'positive', 'hyperbolic'}
+    length : float
+        ``a = Normalisation.length``: ``|x + y|`` or, for trig, ``|x - y|``.
+
+    Returns
+    -------
+    e : ndarray of shape (n,)
+        With :math:`p_i` from :func:`scalar_projections` and ``h = a²/2``:
+
+        - positive: :math:`\frac1m \sum_i e^{a p_i - h}`
+        - hyperbolic: :math:`\frac1m \sum_i \tfrac12 (e^{a p_i - h} + e^{-a p_i - h})`
+        - trig: :math:`\frac1m \sum_i \cos(a p_i)`
+
+        each the estimate divided by :func:`normalisation`'s scale ``C``.
+        The exponentials are :func:`rfkernels._elementary.exp` (the same bits
+        as the Numba kernels); a term overflows only if :math:`a p_i - h > 709`,
+        which the caller must check for (the result is then inf).
+    """
+    check_kind(kind)
+    if xp is None:
+        xp = get_array_module(counters)
+    p = scalar_projections(key, counters, m, d, ensemble=ensemble, norms=norms, xp=xp)
+    a = float(length)
+    half = 0.5 * a * a
+    ap = a * p
+    if kind == "positive":
+        terms = elem.exp(ap - half, xp)
+    elif kind == "hyperbolic":
+        terms = 0.5 * (elem.exp(ap - half, xp) + elem.exp(-ap - half, xp))
+    else:
+        terms = xp.cos(ap)
+    return fixed_order_sum(terms, xp) / m
