@@ -1,0 +1,857 @@
+r"""Monte Carlo MSE of the random-feature estimators, with honest error bars.
+
+:func:`monte_carlo_mse` runs ``trials`` independent estimates of
+:math:`SM(x, y) = e^{x \cdot y}` and reports their mean squared error with
+its standard error, a 95% interval, the bias, the exact MSE of
+:func:`rfkernels.theory.exact_mse` and the z-score between the two, and a
+diagnostic of the tail of the squared errors that says when the standard
+error can be trusted. :func:`monte_carlo_mse_batch` does the same for many
+pairs at once.
+
+Methods
+-------
+``"reduced"`` (default, fast)
+    Draws, per trial, only the m scalar projections the estimate depends
+    on, exactly in distribution (:mod:`rfkernels.reduced`; counter-based
+    Philox numbers keyed by the seed). The ``numba`` backend runs the same
+    computation in parallel kernels (:mod:`rfkernels.backends._mc_numba`),
+    ``cupy`` runs the NumPy code on the GPU; the estimates are the same on
+    every backend and every thread count (bit for bit, except the rounding
+    of ``cos`` for trig features).
+``"literal"``
+    Draws the full (m, d) projection matrix per trial with
+    :func:`rfkernels.draw_projections` (a NumPy ``Generator`` seeded with
+    the seed) and evaluates :func:`rfkernels.feature_map`: the code users
+    run. It is the only method for ``ensemble="orthogonal-unfixed-qr"``.
+
+Streaming
+---------
+Trials are processed in chunks: each chunk's estimates are written to one
+array, reduced to its count, mean and sum of squared deviations (of the
+errors and of the squared errors), and merged into the running totals with
+Chan et al.'s pairwise update. The largest squared errors are kept in a
+buffer of fixed size for the tail fit. Memory does not grow with
+``trials``; per-trial numbers are reduced in a fixed order, so results do
+not depend on the thread count (and on the chunk size only through the
+rounding of the merge).
+
+Scale
+-----
+Estimates are accumulated divided by a scale ``C`` (``SM`` for positive and
+hyperbolic features, ``exp((|x|² + |y|²)/2)`` for trig features,
+:func:`rfkernels.reduced.normalisation`), so that they stay O(1) where SM
+itself is huge or tiny; the reported values are multiplied back in log
+space and a result beyond float64 raises :class:`FloatingPointError`.
+
+Tail diagnostic
+---------------
+The squared error of positive and hyperbolic estimates is roughly
+log-normal, with a fourth moment growing like :math:`e^{4|u|^2}`: for
+:math:`|u|^2 \gtrsim 1` the sample MSE converges slowly, usually sits below
+the truth, and its naive standard error is too small (MATH.md, "Monte Carlo
+error is heavy-tailed"). We fit a generalized Pareto distribution to the
+largest :math:`M = \lceil\min(0.2 S, 3\sqrt{S})\rceil` of the S squared
+errors (Zhang and Stephens' estimator with the weak prior used by Pareto
+smoothed importance sampling [1]_ [2]_). Its shape :math:`\hat k` says how
+many moments the tail behaves as having: :math:`1/\hat k`. The standard
+error needs a finite variance of the squared errors, i.e. :math:`k < 1/2`,
+so ``tail_ok`` is :math:`\hat k <` :data:`TAIL_K_MAX` (= 0.5). With fewer
+than :data:`MIN_TAIL` tail points no fit is made and ``tail_ok`` is False.
+The largest squared error's share of their sum (``max_share``) is reported
+beside it.
+
+References
+----------
+.. [1] J. Zhang and M. A. Stephens, "A new and efficient estimation method
+   for the generalized Pareto distribution", Technometrics 51(3), 316-325,
+   2009.
+.. [2] A. Vehtari, D. Simpson, A. Gelman, Y. Yao and J. Gabry, "Pareto
+   smoothed importance sampling", JMLR 25(72), 1-58, 2024.
+.. [3] T. F. Chan, G. H. Golub and R. J. LeVeque, "Updating formulae and a
+   pairwise algorithm for computing sample variances", Stanford CS report
+   STAN-CS-79-773, 1979.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from rfkernels import reduced, theory
+from rfkernels._validation import (
+    ENSEMBLES,
+    check_choice,
+    check_ensemble,
+    check_int,
+    check_kind,
+    check_matrix,
+    check_norms,
+    check_same_d,
+    check_vectors,
+)
+from rfkernels.backends import array_namespace, check_backend, to_numpy
+from rfkernels.features import feature_map, log_estimate
+from rfkernels.projections import draw_projections
+from rfkernels.rng import key_from_seed
+
+__all__ = [
+    "METHODS",
+    "MonteCarloBatch",
+    "MonteCarloResult",
+    "TAIL_K_MAX",
+    "TailDiagnostic",
+    "monte_carlo_mse",
+    "monte_carlo_mse_batch",
+    "pareto_k_hat",
+    "trial_estimates",
+]
+
+#: Monte Carlo methods.
+METHODS = ("reduced", "literal")
+#: ``tail_ok`` is ``k_hat < TAIL_K_MAX``: below 1/2 the squared errors have a finite variance.
+TAIL_K_MAX = 0.5
+#: Fewest tail points for a Pareto fit (fewer: no k-hat, ``tail_ok`` False).
+MIN_TAIL = 5
+#: Normal quantile of a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+_LOG_MAX = math.log(np.finfo(np.float64).max)
+_DEFAULT_CHUNK = {
+    ("reduced", "numpy"): 1 << 17,  # trials x m elements per array
+    ("reduced", "cupy"): 1 << 24,
+    ("reduced", "numba"): 1 << 16,  # trials
+    ("literal", None): 1024,
+}
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TailDiagnostic:
+    """The upper tail of the squared errors.
+
+    Attributes
+    ----------
+    k_hat : float
+        Generalized Pareto shape fitted to the largest ``n_tail`` squared
+        errors; NaN when no fit was made (see ``note``).
+    max_share : float
+        Largest squared error / sum of squared errors (NaN if all are 0).
+    n_tail : int
+        Number of tail points fitted (``ceil(min(0.2 S, 3 sqrt(S)))``).
+    ok : bool
+        Whether the standard error of the MSE can be trusted:
+        ``k_hat < TAIL_K_MAX``, or all squared errors equal (a constant has
+        no tail).
+    note : str
+        Why ``ok`` is what it is.
+    """
+
+    k_hat: float
+    max_share: float
+    n_tail: int
+    ok: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class MonteCarloResult:
+    """Monte Carlo MSE of one estimator at one pair (x, y).
+
+    Attributes
+    ----------
+    kind, ensemble, norms, method, backend : str
+        What was run.
+    d, m, trials : int
+        Dimension, number of projections, number of trials.
+    pair : int
+        Index of the pair in its batch (0 for :func:`monte_carlo_mse`); the
+        reduced method's counters depend on it.
+    seed_entropy : int
+        ``SeedSequence.entropy`` of the seed.
+    seed_spawn_key : tuple of int
+        ``SeedSequence.spawn_key``; with ``seed_entropy`` (and ``pair``) it
+        regenerates every number: ``SeedSequence(seed_entropy,
+        spawn_key=seed_spawn_key)``.
+    generator : str
+        ``"philox4x32-10"`` (reduced) or ``"numpy-default_rng"`` (literal).
+    sm : float
+        The exact kernel value :math:`e^{x \\cdot y}`.
+    mse : float
+        Sample mean of the squared errors :math:`(\\widehat{SM} - SM)^2`.
+    stderr : float
+        Its standard error (sample standard deviation / sqrt(trials)).
+    ci95 : tuple of float
+        ``mse -+ 1.96 stderr``, the lower end clipped at 0.
+    mean_estimate : float
+        Sample mean of the estimates.
+    bias, bias_stderr : float
+        ``mean_estimate - sm`` and its standard error.
+    bias_z : float or None
+        ``bias / bias_stderr`` (None if ``bias_stderr`` is 0).
+    mse_exact : float or None
+        :func:`rfkernels.theory.exact_mse` (None for
+        ``"orthogonal-unfixed-qr"``, which has no closed form).
+    z : float or None
+        ``(mse - mse_exact) / stderr``; None without theory or when
+        ``stderr`` is 0. Honest only where ``tail_ok``.
+    tail : TailDiagnostic
+        Tail of the squared errors.
+    tail_ok : bool
+        ``tail.ok``: whether ``stderr``, ``ci95`` and ``z`` can be trusted.
+    elapsed_s : float
+        Wall-clock seconds spent.
+    """
+
+    kind: str
+    ensemble: str
+    norms: str
+    method: str
+    backend: str
+    d: int
+    m: int
+    trials: int
+    pair: int
+    seed_entropy: int
+    seed_spawn_key: tuple
+    generator: str
+    sm: float
+    mse: float
+    stderr: float
+    ci95: tuple
+    mean_estimate: float
+    bias: float
+    bias_stderr: float
+    bias_z: float | None
+    mse_exact: float | None
+    z: float | None
+    tail: TailDiagnostic
+    tail_ok: bool
+    elapsed_s: float
+
+    @property
+    def k_hat(self):
+        """``tail.k_hat``."""
+        return self.tail.k_hat
+
+    def to_dict(self):
+        """A JSON-ready dict: tuples become lists, NaN becomes None, the tail is flattened."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "tail":
+                for g in dataclasses.fields(value):
+                    out[f"tail_{g.name}" if g.name in ("ok", "note") else g.name] = _jsonable(
+                        getattr(value, g.name)
+                    )
+            else:
+                out[f.name] = _jsonable(value)
+        return out
+
+
+@dataclass(frozen=True)
+class MonteCarloBatch:
+    """Results of :func:`monte_carlo_mse_batch`, one :class:`MonteCarloResult` per pair."""
+
+    results: tuple
+
+    def __len__(self):
+        return len(self.results)
+
+    def __getitem__(self, i):
+        return self.results[i]
+
+    def __iter__(self):
+        return iter(self.results)
+
+    def column(self, name):
+        """One field over the pairs as an array (object dtype if some values are None)."""
+        values = [getattr(r, name) for r in self.results]
+        if any(v is None for v in values):
+            return np.array(values, dtype=object)
+        return np.array(values)
+
+    @property
+    def mse(self):
+        return self.column("mse")
+
+    @property
+    def stderr(self):
+        return self.column("stderr")
+
+    @property
+    def mse_exact(self):
+        return self.column("mse_exact")
+
+    @property
+    def z(self):
+        return self.column("z")
+
+    @property
+    def tail_ok(self):
+        return self.column("tail_ok")
+
+    def to_dict(self):
+        """``{"results": [one dict per pair]}``."""
+        return {"results": [r.to_dict() for r in self.results]}
+
+
+def _jsonable(v):
+    if isinstance(v, tuple):
+        return [_jsonable(a) for a in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (numbers.Integral,)):
+        return int(v)
+    if isinstance(v, (numbers.Real,)):
+        v = float(v)
+        return v if math.isfinite(v) else None
+    return v
+
+
+# ---------------------------------------------------------------------------
+# Tail fit
+# ---------------------------------------------------------------------------
+
+
+def tail_size(samples):
+    """``ceil(min(0.2 S, 3 sqrt(S)))``: how many of S values the tail fit uses."""
+    return int(math.ceil(min(0.2 * samples, 3.0 * math.sqrt(samples))))
+
+
+def _gpd_k(exceedances):
+    """Zhang-Stephens estimate of the generalized Pareto shape, with PSIS's weak prior.
+
+    ``exceedances`` are the values above the threshold minus the threshold,
+    sorted ascending, at least :data:`MIN_TAIL` of them, the largest > 0.
+    Returns the shape k (> 0: heavy tail with moments of order < 1/k).
+    """
+    x = np.asarray(exceedances, dtype=np.float64)
+    n = x.size
+    prior_bs, prior_k = 3.0, 10.0
+    m_est = 30 + int(math.sqrt(n))
+    quartile = x[int(n / 4 + 0.5) - 1]
+    if quartile <= 0.0:  # ties at the threshold: use the smallest positive exceedance
+        quartile = x[x > 0][0]
+    b = 1.0 - np.sqrt(m_est / (np.arange(1, m_est + 1, dtype=np.float64) - 0.5))
+    b = b / (prior_bs * quartile) + 1.0 / x[-1]
+    # one b at a time: a (len(b), n) matrix would cost ~50 MB at n = 30000 (1e8 trials)
+    k = np.array([np.log1p(-bj * x).mean() for bj in b])
+    len_scale = n * (np.log(-(b / k)) - k - 1.0)
+    with np.errstate(over="ignore"):
+        weights = 1.0 / np.exp(len_scale - len_scale[:, None]).sum(axis=1)
+    keep = weights >= 10 * np.finfo(np.float64).eps
+    weights, b = weights[keep], b[keep]
+    weights = weights / weights.sum()
+    b_post = float(np.sum(b * weights))
+    k_post = float(np.log1p(-b_post * x).mean())
+    return (n * k_post + prior_k * 0.5) / (n + prior_k)
+
+
+def _tail_from_top(top, samples, total, maximum, constant):
+    """:class:`TailDiagnostic` from the ``n_tail + 1`` largest values (any order)."""
+    n_tail = tail_size(samples)
+    share = maximum / total if total > 0 else float("nan")
+    if constant:
+        return TailDiagnostic(float("nan"), share, n_tail, True,
+                              "squared errors are all equal: no tail, the standard error (0) is exact")
+    if n_tail < MIN_TAIL:
+        return TailDiagnostic(float("nan"), share, n_tail, False,
+                              f"too few trials for a tail fit (needs {MIN_TAIL} tail points)")
+    top = np.sort(np.asarray(top, dtype=np.float64))[-(n_tail + 1):]
+    exceed = top[1:] - top[0]
+    if exceed[-1] <= 0.0:
+        return TailDiagnostic(float("nan"), share, n_tail, False,
+                              "the largest squared errors are tied: no tail fit")
+    k = _gpd_k(exceed)
+    ok = k < TAIL_K_MAX
+    note = (f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance" if ok else
+            f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable")
+    return TailDiagnostic(float(k), float(share), n_tail, bool(ok), note)
+
+
+def pareto_k_hat(values):
+    """Pareto k-hat of the upper tail of ``values`` (1-D, finite, >= 5 tail points).
+
+    Fits a generalized Pareto distribution to the largest
+    ``ceil(min(0.2 S, 3 sqrt(S)))`` values above the next one (Zhang and
+    Stephens 2009, with the weak prior of Pareto smoothed importance
+    sampling, Vehtari et al. 2024). ``k < 1/2``: finite variance;
+    ``1/2 <= k < 1``: finite mean only; ``k >= 1``: not even that.
+
+    Returns
+    -------
+    float
+        The estimated shape; NaN if the tail is flat (all top values equal).
+    """
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("values must be finite")
+    n_tail = tail_size(x.size)
+    if n_tail < MIN_TAIL:
+        raise ValueError(f"values must hold enough samples for {MIN_TAIL} tail points; got {x.size}")
+    top = np.sort(x)[-(n_tail + 1):]
+    exceed = top[1:] - top[0]
+    return float("nan") if exceed[-1] <= 0 else float(_gpd_k(exceed))
+
+
+# ---------------------------------------------------------------------------
+# Streaming accumulation
+# ---------------------------------------------------------------------------
+
+
+class _Moments:
+    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.)."""
+
+    __slots__ = ("n", "mean", "m2")
+
+    def __init__(self):
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def merge(self, n, mean, m2):
+        if n == 0:
+            return
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean += delta * (n / total)
+        self.m2 += m2 + delta * delta * (self.n * n / total)
+        self.n = total
+
+    @property
+    def variance(self):
+        return self.m2 / (self.n - 1)
+
+
+class _Accumulator:
+    """Running statistics of one pair's normalised errors ``e - target``."""
+
+    def __init__(self, trials, target):
+        self.target = target
+        self.err = _Moments()
+        self.sq = _Moments()
+        self.keep = tail_size(trials) + 1
+        self.top = np.empty(0)
+        self.maximum = 0.0
+
+    def add(self, estimates, xp):
+        """Merge one chunk of normalised estimates (an array of ``xp``)."""
+        if not bool(xp.all(xp.isfinite(estimates))):
+            raise FloatingPointError(
+                "a Monte Carlo estimate overflowed (inf or NaN) even after normalisation; "
+                "|x + y| (or |x - y| for trig) is too large for this estimator"
+            )
+        n = int(estimates.shape[0])
+        err = estimates - self.target
+        sq = err * err
+        for mom, v in ((self.err, err), (self.sq, sq)):
+            mean = float(xp.mean(v))
+            dev = v - mean
+            mom.merge(n, mean, float(xp.sum(dev * dev)))
+        self.maximum = max(self.maximum, float(xp.max(sq)))
+        # keep the `keep` largest squared errors seen so far
+        if self.top.size >= self.keep:
+            sq = sq[sq > float(self.top.min())]
+        if sq.shape[0] > self.keep:
+            sq = xp.partition(sq, sq.shape[0] - self.keep)[-self.keep:]
+        if sq.shape[0]:
+            merged = np.concatenate([self.top, to_numpy(sq)])
+            if merged.size > self.keep:
+                merged = np.partition(merged, merged.size - self.keep)[-self.keep:]
+            self.top = merged
+
+
+# ---------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------
+
+
+def _seed_sequence(seed):
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if seed is None:
+        return np.random.SeedSequence()
+    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+        if int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+        return np.random.SeedSequence(int(seed))
+    raise TypeError(
+        f"seed must be a non-negative int, a numpy.random.SeedSequence or None; got {type(seed).__name__}"
+    )
+
+
+@dataclass
+class _Setup:
+    X: np.ndarray
+    Y: np.ndarray
+    m: int
+    d: int
+    kind: str
+    ensemble: str
+    norms: str
+    trials: int
+    seq: np.random.SeedSequence
+    backend: str
+    method: str
+    chunk: int
+    progress: object
+    norm: list  # Normalisation per pair
+    exact: list  # exact MSE per pair or None
+    sm: list
+
+
+def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
+           names=("X", "Y")):
+    """Every check, before any work; returns the validated :class:`_Setup`."""
+    check_kind(kind)
+    check_ensemble(ensemble, ENSEMBLES)
+    check_norms(norms)
+    check_choice(method, "method", METHODS)
+    check_choice(backend, "backend", ("numpy", "numba", "cupy"))
+    trials = check_int(trials, "trials", minimum=2)
+    if trials > reduced.MAX_TRIALS:
+        raise ValueError(f"trials must be at most 2**{reduced.PAIR_SHIFT}; got {trials}")
+    m = check_int(m, "m")
+    if chunk is not None:
+        chunk = check_int(chunk, "chunk")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
+    seq = _seed_sequence(seed)
+    if method == "reduced" and ensemble not in reduced.REDUCED_ENSEMBLES:
+        raise ValueError(
+            f"method='reduced' has no sampler for ensemble={ensemble!r}: its projections are "
+            "not rotation invariant, so the scalar projections cannot be drawn on their own; "
+            "use method='literal'"
+        )
+    Xa = check_matrix(X, names[0])
+    Ya = check_matrix(Y, names[1])
+    d = check_same_d([Xa.shape, Ya.shape], list(names))
+    if Xa.shape[0] != Ya.shape[0]:
+        raise ValueError(f"{names[0]} and {names[1]} must hold the same number of rows (pairs); "
+                         f"got {Xa.shape[0]} and {Ya.shape[0]}")
+    if Xa.shape[0] > reduced.MAX_PAIRS:
+        raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
+    check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
+
+    geom = theory.geometry(Xa, Ya)
+    norm, exact, sm = [], [], []
+    for k in range(Xa.shape[0]):
+        g = theory.Geometry(*(np.asarray(a)[k] for a in geom))
+        log_sm = float(g.log_sm)
+        if log_sm > _LOG_MAX:
+            raise FloatingPointError(
+                f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
+            )
+        norm.append(reduced.normalisation(kind, g.half_sq, g.s, g.t))
+        sm.append(math.exp(log_sm))
+        if ensemble in theory.THEORY_ENSEMBLES:
+            log_exact = float(theory.exact_mse_from_geometry(g, m, kind, ensemble=ensemble,
+                                                             norms=norms, log=True))
+            if log_exact > _LOG_MAX:
+                raise FloatingPointError(
+                    f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
+                )
+            exact.append(math.exp(log_exact))
+        else:
+            exact.append(None)
+    if chunk is None:
+        chunk = _DEFAULT_CHUNK[(method, backend if method == "reduced" else None)]
+        if method == "reduced" and backend != "numba":
+            chunk = max(1, chunk // m)
+    return _Setup(Xa, Ya, m, d, kind, ensemble, norms, trials, seq, backend, method, chunk,
+                  progress, norm, exact, sm)
+
+
+# ---------------------------------------------------------------------------
+# Samplers: each yields (pair, first trial, normalised estimates) chunk by chunk
+# ---------------------------------------------------------------------------
+
+
+def _reduced_chunks(s, first=0):
+    """Normalised estimates of every pair, chunk by chunk (pairs one after another)."""
+    key = key_from_seed(s.seq)
+    if s.backend == "numba":
+        from rfkernels.backends import _mc_numba as kernels
+
+        k0, k1 = np.uint32(key[0]), np.uint32(key[1])
+        buf = np.empty(min(s.chunk, s.trials))
+        for pair, nm in enumerate(s.norm):
+            for start in range(first, first + s.trials, s.chunk):
+                n = min(s.chunk, first + s.trials - start)
+                out = buf[:n]
+                base = np.uint64((pair << reduced.PAIR_SHIFT) | start)
+                kernels.reduced_estimates(
+                    k0, k1, base, np.int64(s.m), np.int64(s.d), s.ensemble == "orthogonal",
+                    s.norms == "chi", np.int64(kernels.KIND_CODES[s.kind]), float(nm.length), out,
+                )
+                yield pair, n, out, np
+        return
+    xp = array_namespace(s.backend)
+    key = xp.asarray(key)
+    for pair, nm in enumerate(s.norm):
+        for start in range(first, first + s.trials, s.chunk):
+            n = min(s.chunk, first + s.trials - start)
+            counters = reduced.trial_counters(start, n, pair, xp=xp)
+            with np.errstate(over="ignore", under="ignore"):
+                e = reduced.normalised_estimates(key, counters, s.m, s.d, s.kind, nm.length,
+                                                 ensemble=s.ensemble, norms=s.norms, xp=xp)
+            yield pair, n, e, xp
+
+
+def _literal_chunks(s, first=0):
+    """Normalised estimates of all pairs per trial (pairs share each trial's W)."""
+    xp = array_namespace(s.backend)
+    gen = np.random.default_rng(s.seq)
+    X, Y = xp.asarray(s.X), xp.asarray(s.Y)
+    log_scale = np.array([nm.log_scale for nm in s.norm])
+    linear = bool(np.all(np.abs(log_scale) < 700.0))
+    inv_scale = xp.asarray(np.exp(-log_scale)) if linear else None
+    draw_backend = "cupy" if s.backend == "cupy" else "numpy"
+
+    def draw():
+        return draw_projections(s.m, s.d, ensemble=s.ensemble, norms=s.norms, seed=gen,
+                                backend=draw_backend)
+
+    for _ in range(first):  # skip the trials before `first` (the Generator is sequential)
+        draw()
+    for start in range(0, s.trials, s.chunk):
+        n = min(s.chunk, s.trials - start)
+        block = xp.empty((X.shape[0], n))
+        for j in range(n):
+            w = draw()
+            est = None
+            if linear:
+                try:
+                    est = xp.sum(feature_map(X, w, s.kind) * feature_map(Y, w, s.kind), axis=1)
+                    est = est * inv_scale
+                except FloatingPointError:
+                    est = None
+            if est is None or not bool(xp.all(xp.isfinite(est))):
+                # overflow in the linear domain: the same estimate through log_estimate
+                sign, logabs = log_estimate(X, Y, w, s.kind)
+                est = xp.diagonal(sign) * xp.exp(xp.diagonal(logabs) - xp.asarray(log_scale))
+            block[:, j] = est
+        for pair in range(X.shape[0]):
+            yield pair, n, block[pair], xp
+
+
+def _run(s):
+    started = time.perf_counter()
+    accs = [_Accumulator(s.trials, nm.target) for nm in s.norm]
+    total = s.trials * len(s.norm)
+    last = len(s.norm) - 1
+    done = 0
+    chunks = _reduced_chunks(s) if s.method == "reduced" else _literal_chunks(s)
+    for pair, n, e, xp in chunks:
+        accs[pair].add(e, xp)
+        done += n
+        # the literal method yields every pair of a chunk in turn: report once per chunk
+        if s.progress is not None and (s.method == "reduced" or pair == last):
+            s.progress(done, total)
+    elapsed = time.perf_counter() - started
+    return tuple(_result(s, pair, acc, elapsed) for pair, acc in enumerate(accs))
+
+
+def _scaled(value, log_factor, what):
+    """``value * exp(log_factor)`` without intermediate overflow; raises if the result overflows."""
+    if value == 0.0:
+        return 0.0
+    log_abs = math.log(abs(value)) + log_factor
+    if log_abs > _LOG_MAX:
+        raise FloatingPointError(f"{what} is about e^{log_abs:.1f}, beyond float64")
+    return math.copysign(math.exp(log_abs), value)
+
+
+def _result(s, pair, acc, elapsed):
+    nm = s.norm[pair]
+    n = acc.sq.n
+    log_c, log_c2 = nm.log_scale, 2.0 * nm.log_scale
+    mse = _scaled(acc.sq.mean, log_c2, "the MSE")
+    stderr = _scaled(math.sqrt(max(acc.sq.variance, 0.0) / n), log_c2, "the MSE's standard error")
+    bias = _scaled(acc.err.mean, log_c, "the bias")
+    bias_se = _scaled(math.sqrt(max(acc.err.variance, 0.0) / n), log_c, "the bias's standard error")
+    mean_est = _scaled(acc.err.mean + nm.target, log_c, "the mean estimate")
+    exact = s.exact[pair]
+    z = (mse - exact) / stderr if (exact is not None and stderr > 0) else None
+    tail = _tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, acc.sq.m2 == 0.0)
+    return MonteCarloResult(
+        kind=s.kind, ensemble=s.ensemble, norms=s.norms, method=s.method, backend=s.backend,
+        d=s.d, m=s.m, trials=n, pair=pair,
+        seed_entropy=int(s.seq.entropy), seed_spawn_key=tuple(int(k) for k in s.seq.spawn_key),
+        generator="philox4x32-10" if s.method == "reduced" else "numpy-default_rng",
+        sm=s.sm[pair], mse=mse, stderr=stderr,
+        ci95=(max(0.0, mse - Z95 * stderr), mse + Z95 * stderr),
+        mean_estimate=mean_est, bias=bias, bias_stderr=bias_se,
+        bias_z=bias / bias_se if bias_se > 0 else None,
+        mse_exact=exact, z=z, tail=tail, tail_ok=tail.ok, elapsed_s=elapsed,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+
+def _one_pair(x, y):
+    xa = check_vectors(x, "x")
+    ya = check_vectors(y, "y")
+    for a, name in ((xa, "x"), (ya, "y")):
+        if a.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D vector of shape (d,); got shape {a.shape} "
+                             "(use monte_carlo_mse_batch for many pairs)")
+    check_same_d([xa.shape, ya.shape], ["x", "y"])
+    return xa[None, :], ya[None, :]
+
+
+def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
+                    backend="numpy", method="reduced", chunk=None, progress=None):
+    r"""Monte Carlo MSE of an estimator of :math:`SM(x, y) = e^{x \cdot y}`, beside theory.
+
+    Parameters
+    ----------
+    x, y : array_like of shape (d,)
+        The pair.
+    m : int
+        Number of projections (features: m positive, 2m trig/hyperbolic).
+    kind : {'trig', 'positive', 'hyperbolic'}
+        Estimator.
+    ensemble : {'iid', 'orthogonal', 'orthogonal-unfixed-qr'}, default 'iid'
+        Projection ensemble; ``'orthogonal-unfixed-qr'`` needs
+        ``method='literal'`` and has no theory.
+    norms : {'chi', 'fixed'}, default 'chi'
+        Row norms (chi(d): unbiased; sqrt(d): the regularised variant).
+    trials : int
+        Number of independent estimates, >= 2 (integral floats such as
+        ``1e6`` are accepted).
+    seed : int >= 0, numpy.random.SeedSequence or None, default 0
+        Root of all randomness; recorded in the result (entropy and spawn
+        key). The same seed gives the same estimates on every backend.
+    backend : {'numpy', 'numba', 'cupy'}, default 'numpy'
+        Where the reduced method runs; the literal method evaluates the core's
+        feature maps on NumPy (``numpy``, ``numba``) or CuPy arrays.
+    method : {'reduced', 'literal'}, default 'reduced'
+        See the module notes.
+    chunk : int, optional
+        Trials per chunk (memory and progress granularity). The default
+        keeps chunk arrays near 1 MiB on NumPy. Results do not depend on it
+        beyond floating-point rounding.
+    progress : callable, optional
+        ``progress(done_trials, total_trials)``, called after each chunk.
+
+    Returns
+    -------
+    MonteCarloResult
+
+    Raises
+    ------
+    ValueError
+        Unknown kind, ensemble, norms, backend or method (the message lists the
+        valid ones); trials < 2; badly shaped or non-finite x, y; the reduced
+        method with ``'orthogonal-unfixed-qr'``.
+    TypeError
+        Non-integer trials, m or chunk; bad seed; progress not callable.
+    ImportError
+        ``backend='cupy'`` without CuPy or a CUDA device (names the ``gpu`` extra).
+    FloatingPointError
+        If SM, the MSE or an estimate is beyond float64.
+
+    Notes
+    -----
+    With S trials, errors :math:`\epsilon_k = \widehat{SM}_k - SM`:
+
+    .. math::
+
+        \widehat{\mathrm{MSE}} = \frac1S \sum_k \epsilon_k^2, \qquad
+        \mathrm{se} = \sqrt{\frac{\widehat{\mathrm{Var}}(\epsilon^2)}{S}}, \qquad
+        z = \frac{\widehat{\mathrm{MSE}} - \mathrm{MSE}_{exact}}{\mathrm{se}}.
+
+    ``se``, the interval and ``z`` assume a finite variance of the squared
+    errors, which the tail diagnostic checks (``tail_ok``).
+
+    Examples
+    --------
+    >>> from rfkernels.theory import pair
+    >>> x, y = pair(8, 0.5, 0.5, 1.5)
+    >>> r = monte_carlo_mse(x, y, 8, "positive", ensemble="orthogonal", trials=20000, seed=1)
+    >>> bool(abs(r.z) < 4 and r.tail_ok)
+    True
+    """
+    X, Y = _one_pair(x, y)
+    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
+               names=("x", "y"))
+    return _run(s)[0]
+
+
+def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
+                          backend="numpy", method="reduced", chunk=None, progress=None):
+    """:func:`monte_carlo_mse` for the pairs ``(X[k], Y[k])``, k = 0 .. n - 1.
+
+    Parameters
+    ----------
+    X, Y : array_like of shape (n, d)
+        The pairs, row by row.
+    m, kind, ensemble, norms, trials, seed, backend, method, chunk
+        As in :func:`monte_carlo_mse` (the same for every pair).
+    progress : callable, optional
+        ``progress(done, total)`` with ``total = n * trials``.
+
+    Returns
+    -------
+    MonteCarloBatch
+        One :class:`MonteCarloResult` per pair.
+
+    Notes
+    -----
+    Pair 0's result equals ``monte_carlo_mse(X[0], Y[0], ...)`` with the same
+    seed. With the reduced method, pair k uses the Philox trial counters
+    ``(k << 40) | t``, so the pairs are independent. With the literal method
+    the pairs share each trial's projection matrix (one draw and one QR per
+    trial for all pairs, as in attention), so their errors are correlated
+    across pairs; each pair's own statistics are unaffected.
+    """
+    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress)
+    return MonteCarloBatch(_run(s))
+
+
+def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
+                    backend="numpy", method="reduced", start=0):
+    """The per-trial estimates of SM that :func:`monte_carlo_mse` averages over.
+
+    Parameters
+    ----------
+    x, y, m, kind, ensemble, norms, seed, backend, method
+        As in :func:`monte_carlo_mse`.
+    trials : int
+        How many estimates, >= 2.
+    start : int, default 0
+        Index of the first trial: trials ``start .. start + trials - 1`` of
+        the run :func:`monte_carlo_mse` would make with the same seed (the
+        literal method draws and discards the earlier trials).
+
+    Returns
+    -------
+    ndarray of shape (trials,)
+        The estimates, as a NumPy array whatever the backend.
+    """
+    X, Y = _one_pair(x, y)
+    start = check_int(start, "start", minimum=0)
+    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, None, None,
+               names=("x", "y"))
+    if start + s.trials > reduced.MAX_TRIALS:
+        raise ValueError(f"start + trials must be at most 2**{reduced.PAIR_SHIFT}")
+    chunks = _reduced_chunks(s, start) if s.method == "reduced" else _literal_chunks(s, start)
+    parts = [to_numpy(e).copy() for _, _, e, _ in chunks]
+    e = np.concatenate(parts)
+    if not np.all(np.isfinite(e)):
+        raise FloatingPointError("an estimate overflowed even after normalisation")
+    log_c = s.norm[0].log_scale
+    if abs(log_c) >= 700.0:
+        raise FloatingPointError(f"estimates are of order e^{log_c:.1f}, beyond the linear domain")
+    return e * math.exp(log_c)
