@@ -33,7 +33,14 @@ import numba
 import numpy as np
 
 from . import _elementary_numba as elem
-from ._rng_numba import chi_square_at, chi_square_normal_at, mt_attempt, mt_params, normal_pair_inline
+from ._rng_numba import (
+    chi_square_at,
+    chi_square_normal_at,
+    mt_first_stage,
+    mt_params,
+    mt_second_stage,
+    normal_pair_inline,
+)
 
 #: Consecutive trials per parallel work item.
 BATCH = 256
@@ -95,25 +102,45 @@ def _normals(k0, k1, trial, m, g):
 
 
 @numba.njit(inline="always")
-def _chi_squares_with_normals(k0, k1, trial, i0, b, dof, q, g, ok):
-    """(q[i], g[i]) = chi_square_with_normal at slots i0 .. i0 + b - 1 of the length stream."""
+def _chi_squares_with_normals(k0, k1, trial, m, dof, stream, q, z, ok, work):
+    """(q[i], z[i]) = chi_square_with_normal(dof) at slots i < m of ``stream``.
+
+    First attempts up to the squeeze in one vectorised loop; the ~10% that
+    the squeeze does not accept get the logarithmic test in a second loop,
+    and the rare rejected ones (< 1% for dof >= 8) the full scalar sampler.
+    ``work`` is (3, m) scratch.
+    """
     if dof >= 2.0:
         d, c = mt_params(dof)
-        for i in range(i0, i0 + b):  # first attempts, vectorised
-            accepted, v, z = mt_attempt(k0, k1, trial, i, _STREAM_LENGTH, 0, d, c)
+        for i in range(m):
+            squeezed, v, x2, u, companion = mt_first_stage(k0, k1, trial, i, stream, 0, d, c)
             q[i] = 2.0 * (d * v)
-            g[i] = z
-            ok[i] = accepted
-        for i in range(i0, i0 + b):  # the few (< 1% for d >= 4) rejected at attempt 0
-            if not ok[i]:
-                q[i], g[i] = chi_square_normal_at(k0, k1, trial, i, _STREAM_LENGTH, dof)
+            z[i] = companion
+            ok[i] = squeezed
+            work[0, i] = v
+            work[1, i] = x2
+            work[2, i] = u
+        for i in range(m):
+            if not ok[i] and not mt_second_stage(work[0, i], work[1, i], work[2, i], d):
+                q[i], z[i] = chi_square_normal_at(k0, k1, trial, i, stream, dof)
     else:
-        for i in range(i0, i0 + b):
-            q[i], g[i] = chi_square_normal_at(k0, k1, trial, i, _STREAM_LENGTH, dof)
+        for i in range(m):
+            q[i], z[i] = chi_square_normal_at(k0, k1, trial, i, stream, dof)
 
 
 @numba.njit(inline="always")
-def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok):
+def _chi_square(k0, k1, trial, slot, stream, dof):
+    """One chi-square (= chi_square_at), with the usual first-attempt acceptance inlined."""
+    if dof >= 2.0:
+        d, c = mt_params(dof)
+        squeezed, v, x2, u, _ = mt_first_stage(k0, k1, trial, slot, stream, 0, d, c)
+        if squeezed or mt_second_stage(v, x2, u, d):
+            return 2.0 * (d * v)
+    return chi_square_at(k0, k1, trial, slot, stream, dof)
+
+
+@numba.njit(inline="always")
+def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work):
     """p[i] = the scalar projections of one trial; = :func:`rfkernels.reduced.scalar_projections`."""
     if not orthogonal:
         _normals(k0, k1, trial, m, g)
@@ -125,26 +152,25 @@ def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok):
             if d == 1:
                 for i in range(m):
                     p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + 0.0))
-            else:
-                dof = float(d - 1)
-                for i in range(m):
-                    q[i] = chi_square_at(k0, k1, trial, i, _STREAM_TAIL, dof)
+            else:  # tails chi2(d - 1) per projection (their companion normals, into p, are unused)
+                _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_TAIL, q, p, ok, work)
                 for i in range(m):
                     p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + q[i]))
         return
-    if not chi:
+    # the (length, direction) draws are per slot: all of them first, then block by block
+    if chi:
+        _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_LENGTH, q, g, ok, work)
+    else:
         _normals(k0, k1, trial, m, g)
+    for i in range(m):
+        p[i] = g[i] * g[i]
     sqrt_d = math.sqrt(d)
     j = 0
     for i0 in range(0, m, d):
         b = min(d, m - i0)
-        if chi:
-            _chi_squares_with_normals(k0, k1, trial, i0, b, float(d), q, g, ok)
-        for i in range(i0, i0 + b):
-            p[i] = g[i] * g[i]
         total = _sum8(p, i0, b)
         if b < d:
-            total = total + chi_square_at(k0, k1, trial, j, _STREAM_TAIL, float(d - b))
+            total = total + _chi_square(k0, k1, trial, j, _STREAM_TAIL, float(d - b))
         root = math.sqrt(total)
         if chi:
             for i in range(i0, i0 + b):
@@ -184,9 +210,10 @@ def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
         g = np.empty(m + 1)
         q = np.empty(m)
         ok = np.empty(m, dtype=np.bool_)
+        work = np.empty((3, m))
         for t in range(batch * BATCH, min(n, (batch + 1) * BATCH)):
             trial = base + np.uint64(t)
-            _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok)
+            _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work)
             if kind == POSITIVE:
                 for i in range(m):
                     p[i] = elem.exp(length * p[i] - half)
