@@ -512,6 +512,15 @@ def test_cli_writes_csv_and_sidecar(tmp_path, capsys):
     assert json.loads((tmp_path / "res.json").read_text())["parameters"]["entropy"] == 1
 
 
+def test_cli_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(CLI_ARGS + ["--out", str(tmp_path / "res.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "rfkernels attention" in err and "10/10" in err  # 2 samples x (1 + 2 m x 2 kinds)
+
+
 @pytest.mark.parametrize("victim", ["res.csv", "res.json"])
 def test_cli_refuses_to_overwrite_unrelated_files(tmp_path, capsys, victim):
     out = tmp_path / "res.csv"
