@@ -15,14 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from .._io import atomic_write, git_revision, package_versions
 from ..cli import command
 
 #: Default grid of the number of projections m (Figure 4 goes up to 256).
@@ -112,44 +109,6 @@ def _check_outputs(out, force):
     return csv_path, json_path
 
 
-def _atomic_write(path, write):
-    """Write through ``write(fh)`` to a temporary file beside ``path``, then rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _git_revision():
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
-
-
-def _versions():
-    import numpy
-    import scipy
-
-    from rfkernels import __version__
-
-    return {"rfkernels": __version__, "numpy": numpy.__version__, "scipy": scipy.__version__,
-            "python": platform.python_version()}
-
-
 def _json_safe(x):
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
@@ -192,14 +151,14 @@ def _run_attention(args):
              "mse": [_json_safe(float(x)) for x in table.per_sample_mse[i]]}
             for i, r in enumerate(table.rows)
         ],
-        "versions": _versions(),
-        "git_revision": _git_revision(),
+        "versions": package_versions(),
+        "git_revision": git_revision(),
         "backend": args.backend,
         "timings": {"total_s": elapsed, "exact_s": meta["seconds_exact"],
                     "favor_s": meta["seconds_favor"]},
     }
-    _atomic_write(csv_path, table.to_csv)
-    _atomic_write(json_path, lambda fh: json.dump(sidecar, fh, indent=1, allow_nan=False))
+    atomic_write(csv_path, table.to_csv)
+    atomic_write(json_path, lambda fh: json.dump(sidecar, fh, indent=1, allow_nan=False))
 
     print(f"MSE of the attention output, L={args.L}, d={args.d}, {args.samples} samples, "
           f"input scale {scale:g}; mean +- standard error")
