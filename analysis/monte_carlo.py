@@ -55,10 +55,22 @@ errors (Zhang and Stephens' estimator with the weak prior used by Pareto
 smoothed importance sampling [1]_ [2]_). Its shape :math:`\hat k` says how
 many moments the tail behaves as having: :math:`1/\hat k`. The standard
 error needs a finite variance of the squared errors, i.e. :math:`k < 1/2`,
-so ``tail_ok`` is :math:`\hat k <` :data:`TAIL_K_MAX` (= 0.5). With fewer
-than :data:`MIN_TAIL` tail points no fit is made and ``tail_ok`` is False.
-The largest squared error's share of their sum (``max_share``) is reported
-beside it.
+so ``tail_ok`` requires :math:`\hat k <` :data:`TAIL_K_MAX` (= 0.5). With
+fewer than :data:`MIN_TAIL` tail points no fit is made and ``tail_ok`` is
+False. The largest squared error's share of their sum (``max_share``) is
+reported beside it.
+
+A sample can only show the tail it has reached. For positive and
+hyperbolic features the variance of one term :math:`e^{a p - a^2/2}`
+(:math:`a = |x + y|`, :math:`p \approx N(0, 1)`) comes from draws near
+:math:`p = 2a`, where :math:`e^{2ap - p^2/2}` peaks; far beyond the sample's
+reach every estimate is close to its typical value, the squared errors look
+tame (even constant) and the MSE is badly underestimated. ``tail.reach`` is
+the expected number of projections drawn beyond :math:`2a`,
+:math:`S\, m\, \bar\Phi(2a)` (twice that for hyperbolic features, which
+have both tails); ``tail_ok`` also requires ``reach >=``
+:data:`REACH_MIN` (= 100). Trig errors are bounded and have no such
+region (``reach`` is None).
 
 References
 ----------
@@ -103,6 +115,7 @@ __all__ = [
     "METHODS",
     "MonteCarloBatch",
     "MonteCarloResult",
+    "REACH_MIN",
     "TAIL_K_MAX",
     "TailDiagnostic",
     "monte_carlo_mse",
@@ -117,6 +130,8 @@ METHODS = ("reduced", "literal")
 TAIL_K_MAX = 0.5
 #: Fewest tail points for a Pareto fit (fewer: no k-hat, ``tail_ok`` False).
 MIN_TAIL = 5
+#: ``tail_ok`` needs at least this many projections expected beyond 2|x + y| (see ``reach``).
+REACH_MIN = 100.0
 #: Normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054
 
@@ -147,10 +162,14 @@ class TailDiagnostic:
         Largest squared error / sum of squared errors (NaN if all are 0).
     n_tail : int
         Number of tail points fitted (``ceil(min(0.2 S, 3 sqrt(S)))``).
+    reach : float or None
+        Expected number of projections drawn where the MSE of a positive
+        (hyperbolic) estimate comes from, beyond ``2|x + y|``:
+        ``S m Phi(-2|x + y|)`` (twice that); None for trig features.
     ok : bool
         Whether the standard error of the MSE can be trusted:
-        ``k_hat < TAIL_K_MAX``, or all squared errors equal (a constant has
-        no tail).
+        ``k_hat < TAIL_K_MAX`` and ``reach >= REACH_MIN``; or all squared
+        errors 0 (an exact estimator).
     note : str
         Why ``ok`` is what it is.
     """
@@ -158,6 +177,7 @@ class TailDiagnostic:
     k_hat: float
     max_share: float
     n_tail: int
+    reach: float | None
     ok: bool
     note: str
 
@@ -356,26 +376,46 @@ def _gpd_k(exceedances):
     return (n * k_post + prior_k * 0.5) / (n + prior_k)
 
 
-def _tail_from_top(top, samples, total, maximum, constant):
+def _reach(kind, length, samples, m):
+    """Expected projections beyond 2a (see :class:`TailDiagnostic`); None for trig."""
+    if kind == "trig":
+        return None
+    beyond = 0.5 * math.erfc(2.0 * length / math.sqrt(2.0))  # P(N(0, 1) > 2a)
+    return float(samples * m * beyond * (2.0 if kind == "hyperbolic" else 1.0))
+
+
+def _tail_from_top(top, samples, total, maximum, constant, reach):
     """:class:`TailDiagnostic` from the ``n_tail + 1`` largest values (any order)."""
     n_tail = tail_size(samples)
     share = maximum / total if total > 0 else float("nan")
+    k, fit_problem = float("nan"), None
     if constant:
-        return TailDiagnostic(float("nan"), share, n_tail, True,
-                              "squared errors are all equal: no tail, the standard error (0) is exact")
-    if n_tail < MIN_TAIL:
-        return TailDiagnostic(float("nan"), share, n_tail, False,
-                              f"too few trials for a tail fit (needs {MIN_TAIL} tail points)")
-    top = np.sort(np.asarray(top, dtype=np.float64))[-(n_tail + 1):]
-    exceed = top[1:] - top[0]
-    if exceed[-1] <= 0.0:
-        return TailDiagnostic(float("nan"), share, n_tail, False,
-                              "the largest squared errors are tied: no tail fit")
-    k = _gpd_k(exceed)
-    ok = k < TAIL_K_MAX
-    note = (f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance" if ok else
-            f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable")
-    return TailDiagnostic(float(k), float(share), n_tail, bool(ok), note)
+        fit_problem = "constant"
+    elif n_tail < MIN_TAIL:
+        fit_problem = f"too few trials for a tail fit (needs {MIN_TAIL} tail points)"
+    else:
+        top = np.sort(np.asarray(top, dtype=np.float64))[-(n_tail + 1):]
+        exceed = top[1:] - top[0]
+        if exceed[-1] <= 0.0:
+            fit_problem = "the largest squared errors are tied: no tail fit"
+        else:
+            k = float(_gpd_k(exceed))
+
+    if constant and maximum == 0.0:
+        ok, note = True, "every squared error is 0: the estimator is exact here"
+    elif reach is not None and reach < REACH_MIN:
+        ok, note = False, (f"the trials reach the region the MSE comes from (beyond 2|x+y|) "
+                           f"about {reach:.3g} times (< {REACH_MIN:g}): the MSE is likely "
+                           "underestimated and its standard error meaningless")
+    elif constant:
+        ok, note = False, "every squared error is the same nonzero value: no spread was sampled"
+    elif fit_problem is not None:
+        ok, note = False, fit_problem
+    elif k < TAIL_K_MAX:
+        ok, note = True, f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance"
+    else:
+        ok, note = False, f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable"
+    return TailDiagnostic(k, float(share), n_tail, reach, bool(ok), note)
 
 
 def pareto_k_hat(values):
@@ -680,7 +720,8 @@ def _result(s, pair, acc, elapsed):
     mean_est = _scaled(acc.err.mean + nm.target, log_c, "the mean estimate")
     exact = s.exact[pair]
     z = (mse - exact) / stderr if (exact is not None and stderr > 0) else None
-    tail = _tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, acc.sq.m2 == 0.0)
+    tail = _tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, acc.sq.m2 == 0.0,
+                          _reach(s.kind, nm.length, n, s.m))
     return MonteCarloResult(
         kind=s.kind, ensemble=s.ensemble, norms=s.norms, method=s.method, backend=s.backend,
         d=s.d, m=s.m, trials=n, pair=pair,

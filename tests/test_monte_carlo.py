@@ -237,7 +237,22 @@ def test_exact_estimator_has_zero_error_and_no_tail():
     r = monte_carlo_mse(X, -X, M, "positive", ensemble="orthogonal", trials=1_000, seed=0,
                         backend="numba")
     assert r.mse == 0.0 and r.stderr == 0.0 and r.mse_exact == 0.0
-    assert r.z is None and r.tail_ok and "equal" in r.tail.note
+    assert r.z is None and r.tail_ok and "exact" in r.tail.note
+
+
+def test_unreached_tail_is_flagged():
+    # |x + y|^2 = 400: the MSE comes from projections beyond 2|x + y| = 40 sigma, which no
+    # sample reaches; the estimates all look alike and the sample MSE is off by e^400
+    x, y = theory.pair(16, 10.0, 10.0, 0.0)
+    r = monte_carlo_mse(x, y, 16, "positive", ensemble="orthogonal", trials=2_000, seed=0,
+                        backend="numba")
+    assert r.mse < 1e-100 * r.mse_exact
+    assert not r.tail_ok and r.tail.reach < 1e-300 and "reach" in r.tail.note
+    # the tame case reaches it plenty of times; trig has no such region
+    tame = monte_carlo_mse(X, Y, M, "hyperbolic", trials=10_000, seed=0, backend="numba")
+    assert tame.tail.reach == pytest.approx(
+        10_000 * M * 2 * stats.norm.sf(2 * np.sqrt(0.5)), rel=1e-12)
+    assert monte_carlo_mse(X, Y, M, "trig", trials=100, seed=0).tail.reach is None
 
 
 def test_few_trials_flag_the_tail():

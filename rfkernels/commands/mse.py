@@ -117,6 +117,8 @@ def _run_mse(args):
     print(f"  bias             {r.bias:+10.3e} +- {r.bias_stderr:.2e}{bz}")
     k = "n/a" if math.isnan(r.tail.k_hat) else f"{r.tail.k_hat:.2f}"
     share = "n/a" if math.isnan(r.tail.max_share) else f"{r.tail.max_share:.2e}"
+    reach = "" if r.tail.reach is None else f", reach = {r.tail.reach:.3g}"
     verdict = "ok" if r.tail_ok else "NOT OK"
-    print(f"  tail             k_hat = {k}, largest share = {share}: {verdict} ({r.tail.note})")
+    print(f"  tail             k_hat = {k}, largest share = {share}{reach}: {verdict}")
+    print(f"                   ({r.tail.note})")
     return 0
