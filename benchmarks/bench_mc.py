@@ -1,0 +1,164 @@
+"""Time per Monte Carlo trial: the reference way, the RNG floor, and our backends (no numbers asserted).
+
+For each (d, m) (positive features, orthogonal projections, chi norms) it
+times, in one run and on the same machine state:
+
+1. ``literal-ref``: literal NumPy as the reference Performer code does it,
+   batched: Gaussian (d, d) blocks -> batched QR -> rows scaled by chi(d)
+   norms -> project x and y -> exp -> mean;
+2. ``rng-floor``: NumPy merely drawing the variates an exact trial needs
+   (m normals, m chi(d), one chi-square), batched: the floor a NumPy user
+   hits however clever the rest is;
+3. ``monte_carlo_mse(..., method="reduced")`` on our ``numpy`` backend, on
+   ``numba`` with 1 and 2 threads, and on ``cupy`` when a GPU is present
+   (the whole run: sampling, estimates and the streaming statistics).
+
+Each timing is the best of ``--repeat`` runs; ratios compare timings of the
+same run. Prints a Markdown table for docs/performance.md.
+
+Run from a checkout with the package installed (``pip install -e .``)::
+
+    python benchmarks/bench_mc.py            # full table (~30 s on 2 cores)
+    python benchmarks/bench_mc.py --quick    # d = m = 64 only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numba
+import numpy as np
+
+from rfkernels import theory
+from rfkernels.analysis import monte_carlo_mse
+from rfkernels.backends import cupy_available
+
+CONFIGS = [(64, 64), (16, 16), (64, 16), (16, 64), (256, 256)]
+
+
+def best_of(fn, repeat):
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def literal_reference(x, y, m, d, trials, rng, batch=256):
+    """Reference literal Monte Carlo: QR of Gaussian blocks, chi norms, project, exp, mean."""
+    nb = -(-m // d)
+    hx, hy = 0.5 * x @ x, 0.5 * y @ y
+    out = np.empty(trials)
+    for start in range(0, trials, batch):
+        n = min(batch, trials - start)
+        q, _ = np.linalg.qr(rng.standard_normal((n, nb, d, d)))
+        w = np.swapaxes(q, -1, -2).reshape(n, nb * d, d)[:, :m]
+        w = w * np.sqrt(rng.chisquare(d, size=(n, m)))[:, :, None]
+        out[start : start + n] = np.mean(np.exp(w @ x - hx) * np.exp(w @ y - hy), axis=1)
+    return out
+
+
+def rng_floor(m, d, trials, rng, batch=1 << 14):
+    """The variates an exact reduced trial needs, drawn with NumPy's Generator."""
+    for start in range(0, trials, batch):
+        n = min(batch, trials - start)
+        rng.standard_normal((n, m))
+        np.sqrt(rng.chisquare(d, size=(n, m)))
+        rng.chisquare(d, size=n)
+
+
+def time_config(d, m, repeat, scale):
+    x, y = theory.pair(d, 0.5, 0.5, 1.0)
+    rng = np.random.default_rng(0)
+    row = {"d": d, "m": m}
+    n_lit = max(20, int(scale * 2e5 / (d * d * max(1, m // d))))  # literal: O(d^3) per block
+    row["literal-ref"] = best_of(lambda: literal_reference(x, y, m, d, n_lit, rng), repeat) / n_lit
+    n_fast = max(10_000, int(scale * 4e7 / m))
+    row["rng-floor"] = best_of(lambda: rng_floor(m, d, n_fast, rng), repeat) / n_fast
+
+    def ours(backend, trials):
+        return best_of(lambda: monte_carlo_mse(x, y, m, "positive", ensemble="orthogonal",
+                                               trials=trials, seed=1, backend=backend), repeat) / trials
+
+    n_np = max(2_000, n_fast // 20)
+    row["numpy"] = ours("numpy", n_np)
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            if threads <= numba.config.NUMBA_NUM_THREADS:
+                numba.set_num_threads(threads)
+                row[f"numba-{threads}"] = ours("numba", n_fast)
+    finally:
+        numba.set_num_threads(before)
+    if cupy_available():
+        import cupy
+
+        def on_gpu():
+            monte_carlo_mse(x, y, m, "positive", ensemble="orthogonal", trials=n_gpu, seed=1,
+                            backend="cupy")
+            cupy.cuda.Device().synchronize()
+
+        n_gpu = max(1_000_000, int(scale * 2e9 / m))
+        on_gpu()  # warm up kernels
+        row["cupy"] = best_of(on_gpu, repeat) / n_gpu
+    return row
+
+
+def fmt_time(seconds):
+    if seconds is None:
+        return "-"
+    ns = seconds * 1e9
+    return f"{ns / 1e3:.1f} us" if ns >= 1e4 else f"{ns:.0f} ns"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="d = m = 64 only, shorter runs")
+    p.add_argument("--repeat", type=int, default=3, help="timings per entry (the best is kept)")
+    args = p.parse_args(argv)
+    scale = 0.25 if args.quick else 1.0
+    configs = CONFIGS[:1] if args.quick else CONFIGS
+
+    # compile (or load) the Numba kernels before any timing
+    x, y = theory.pair(4, 0.5, 0.5, 1.0)
+    monte_carlo_mse(x, y, 4, "positive", ensemble="orthogonal", trials=1000, backend="numba")
+
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
+          f"numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads), "
+          f"cupy: {'yes' if cupy_available() else 'no'}; best of {args.repeat}")
+    rows = [time_config(d, m, args.repeat, scale) for d, m in configs]
+
+    cols = ["literal-ref", "rng-floor", "numpy", "numba-1", "numba-2", "cupy"]
+    print()
+    print("Time per trial (positive features, orthogonal projections, chi norms):")
+    print()
+    print("| d | m | " + " | ".join(cols) + " | literal-ref / numba-2 | rng-floor / numba-2 | numba-1 / numba-2 |")
+    print("|---|---|" + "---|" * len(cols) + "---|---|---|")
+    for r in rows:
+        best = r.get("numba-2", r.get("numba-1"))
+        ratios = (r["literal-ref"] / best, r["rng-floor"] / best,
+                  r["numba-1"] / r["numba-2"] if "numba-2" in r else float("nan"))
+        print(f"| {r['d']} | {r['m']} | " + " | ".join(fmt_time(r.get(c)) for c in cols)
+              + f" | {ratios[0]:.0f}x | {ratios[1]:.1f}x | {ratios[2]:.2f}x |")
+    print()
+    print("Feature samples per second (trials x m / time):")
+    for r in rows:
+        parts = [f"{c} {r['m'] / r[c]:.3g}" for c in ("numba-1", "numba-2", "cupy") if c in r]
+        print(f"  d={r['d']}, m={r['m']}: " + ", ".join(parts))
+    main_row = rows[0]
+    best = main_row.get("numba-2", main_row.get("numba-1"))
+    print()
+    print(f"Targets at d = m = {main_row['d']}: literal-ref / numba-2 = "
+          f"{main_row['literal-ref'] / best:.0f}x (>= 400), rng-floor / numba-2 = "
+          f"{main_row['rng-floor'] / best:.1f}x (>= 3), numba-1 / numba-2 = "
+          f"{main_row['numba-1'] / best:.2f}x (>= 1.7)")
+    if "cupy" in main_row:
+        print(f"GPU: {main_row['m'] / main_row['cupy']:.3g} feature samples/s (target >= 2e10 on an H200)")
+
+
+if __name__ == "__main__":
+    main()
