@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rfkernels import theory
+from rfkernels import reduced, rng, theory
 from rfkernels.analysis import (
     MonteCarloBatch,
     monte_carlo_mse,
@@ -95,6 +95,32 @@ def test_unbiased_reduced_estimates():
                             backend="numba")
         assert abs(r.bias_z) < 4
         assert r.mean_estimate == pytest.approx(r.sm, rel=0.01)
+
+
+def test_scalar_projection_laws():
+    key = rng.key_from_seed(17)
+    t = reduced.trial_counters(0, 20_000)
+    d = 6
+    # a full block of fixed-norm orthogonal rows: the p_i are sqrt(d) times all d
+    # coordinates of one unit vector, so sum p_i^2 = d exactly
+    p = reduced.scalar_projections(key, t, d, d, ensemble="orthogonal", norms="fixed")
+    np.testing.assert_allclose(np.sum(p * p, axis=0), d, rtol=1e-13)
+    # chi norms: every p_i is N(0, 1); within a block uncorrelated, across trials independent
+    for ensemble in ("iid", "orthogonal"):
+        p = reduced.scalar_projections(key, t, 9, d, ensemble=ensemble, norms="chi")
+        assert p.shape == (9, t.size)
+        for row in (0, 5, 6, 8):  # first block, its last row, the partial block
+            assert stats.kstest(p[row], "norm").pvalue > 1e-4
+        assert abs(np.corrcoef(p[0], p[1])[0, 1]) * np.sqrt(t.size) < 4
+        if ensemble == "iid":  # independent, not merely uncorrelated
+            assert abs(np.corrcoef(p[0] ** 2, p[1] ** 2)[0, 1]) * np.sqrt(t.size) < 4
+    # orthogonal rows compete for the unit vector: their squares are negatively correlated
+    p = reduced.scalar_projections(key, t, d, d, ensemble="orthogonal", norms="fixed")
+    assert np.corrcoef(p[0] ** 2, p[1] ** 2)[0, 1] < -0.1
+    with pytest.raises(ValueError, match="ensemble must be one of 'iid', 'orthogonal'"):
+        reduced.scalar_projections(key, t, 4, 4, ensemble="orthogonal-unfixed-qr")
+    with pytest.raises(ValueError, match=r"trial indices must be below 2\*\*40"):
+        reduced.trial_counters(2**40 - 1, 2)
 
 
 # ---------------------------------------------------------------------------
