@@ -106,17 +106,17 @@ from rfkernels._validation import (
     check_same_d,
     check_vectors,
 )
-from rfkernels.backends import array_namespace, check_backend, to_numpy
+from rfkernels.backends import BACKENDS, array_namespace, check_backend, to_numpy
 from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_projections
 from rfkernels.rng import key_from_seed
 
 __all__ = [
     "METHODS",
-    "MonteCarloBatch",
-    "MonteCarloResult",
     "REACH_MIN",
     "TAIL_K_MAX",
+    "MonteCarloBatch",
+    "MonteCarloResult",
     "TailDiagnostic",
     "monte_carlo_mse",
     "monte_carlo_mse_batch",
@@ -344,7 +344,7 @@ def _jsonable(v):
 
 def tail_size(samples):
     """``ceil(min(0.2 S, 3 sqrt(S)))``: how many of S values the tail fit uses."""
-    return int(math.ceil(min(0.2 * samples, 3.0 * math.sqrt(samples))))
+    return math.ceil(min(0.2 * samples, 3.0 * math.sqrt(samples)))
 
 
 def _gpd_k(exceedances):
@@ -357,7 +357,7 @@ def _gpd_k(exceedances):
     x = np.asarray(exceedances, dtype=np.float64)
     n = x.size
     prior_bs, prior_k = 3.0, 10.0
-    m_est = 30 + int(math.sqrt(n))
+    m_est = 30 + math.isqrt(n)
     quartile = x[int(n / 4 + 0.5) - 1]
     if quartile <= 0.0:  # ties at the threshold: use the smallest positive exceedance
         quartile = x[x > 0][0]
@@ -451,7 +451,7 @@ def pareto_k_hat(values):
 class _Moments:
     """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.)."""
 
-    __slots__ = ("n", "mean", "m2")
+    __slots__ = ("m2", "mean", "n")
 
     def __init__(self):
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
@@ -554,7 +554,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     check_ensemble(ensemble, ENSEMBLES)
     check_norms(norms)
     check_choice(method, "method", METHODS)
-    check_choice(backend, "backend", ("numpy", "numba", "cupy"))
+    check_choice(backend, "backend", BACKENDS)
     trials = check_int(trials, "trials", minimum=2)
     if trials > reduced.MAX_TRIALS:
         raise ValueError(f"trials must be at most 2**{reduced.PAIR_SHIFT}; got {trials}")

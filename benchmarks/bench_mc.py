@@ -31,9 +31,9 @@ import time
 
 import numba
 import numpy as np
+from rfkernels.analysis import monte_carlo_mse
 
 from rfkernels import theory
-from rfkernels.analysis import monte_carlo_mse
 from rfkernels.backends import cupy_available
 
 CONFIGS = [(64, 64), (16, 16), (64, 16), (16, 64), (256, 256)]

@@ -72,11 +72,11 @@ from .backends import get_array_module
 __all__ = [
     "MAX_PAIRS",
     "MAX_TRIALS",
-    "Normalisation",
     "REDUCED_ENSEMBLES",
     "STREAM_DIRECTION",
     "STREAM_LENGTH",
     "STREAM_TAIL",
+    "Normalisation",
     "fixed_order_sum",
     "normalisation",
     "normalised_estimates",

@@ -14,9 +14,6 @@ import textwrap
 import numba
 import numpy as np
 import pytest
-from scipy import stats
-
-from rfkernels import reduced, rng, theory
 from rfkernels.analysis import (
     MonteCarloBatch,
     monte_carlo_mse,
@@ -24,7 +21,9 @@ from rfkernels.analysis import (
     pareto_k_hat,
     trial_estimates,
 )
-from rfkernels.analysis import monte_carlo as mc
+from scipy import stats
+
+from rfkernels import reduced, rng, theory
 from rfkernels.backends import cupy_available
 from rfkernels.cli import main
 
@@ -135,7 +134,7 @@ SHAPES = [(5, 8), (13, 4), (7, 1), (16, 16)]
 def test_numpy_equals_numba_element_by_element(kind, ensemble, norms):
     for m, d in SHAPES:
         x, y = theory.pair(d, 0.7, 0.5, 0.0 if d == 1 else 1.0)
-        kw = dict(ensemble=ensemble, norms=norms, trials=600, seed=21, start=2**33)
+        kw = {"ensemble": ensemble, "norms": norms, "trials": 600, "seed": 21, "start": 2**33}
         a = trial_estimates(x, y, m, kind, backend="numpy", **kw)
         b = trial_estimates(x, y, m, kind, backend="numba", **kw)
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14 * np.max(np.abs(a)))
@@ -165,7 +164,7 @@ def test_numba_one_and_two_threads_identical():
 
 
 def test_chunking_changes_nothing():
-    kw = dict(ensemble="orthogonal", trials=40_000, seed=9)
+    kw = {"ensemble": "orthogonal", "trials": 40_000, "seed": 9}
     ref = monte_carlo_mse(X, Y, M, "positive", backend="numba", **kw)
     for backend, chunk in (("numba", 997), ("numba", 40_000), ("numpy", 3_001)):
         r = monte_carlo_mse(X, Y, M, "positive", backend=backend, chunk=chunk, **kw)
@@ -290,7 +289,6 @@ def test_few_trials_flag_the_tail():
 def test_large_inputs_stay_finite_or_raise():
     # SM = e^50: estimates are accumulated relative to SM, results scaled back in log space
     x, y = theory.pair(4, 5.0, 5.0, np.pi / 2 - 2.0 / 25.0)
-    x, y = x, y
     r = monte_carlo_mse(x, y, 4, "positive", trials=20_000, seed=0, backend="numba")
     assert np.isfinite(r.mse) and r.mse > 0
     with pytest.raises(FloatingPointError, match="overflows float64"):
@@ -429,7 +427,7 @@ def test_long_run_constant_memory():
 def test_cupy_same_estimates_and_literal_on_device():
     for kind in KINDS:
         for ensemble, norms in CASES:
-            kw = dict(ensemble=ensemble, norms=norms, trials=2_000, seed=21)
+            kw = {"ensemble": ensemble, "norms": norms, "trials": 2_000, "seed": 21}
             a = trial_estimates(X, Y, M, kind, backend="numpy", **kw)
             b = trial_estimates(X, Y, M, kind, backend="cupy", **kw)
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14 * np.max(np.abs(a)))

@@ -210,7 +210,7 @@ def chi_square_normal_at(k0, k1, trial, slot, stream, dof):
     if not found:
         raise RuntimeError("chi_square_at: no acceptance within the available attempts")
     if small:
-        w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, _ATTEMPT_BOOST)
+        w0, w1, _, _ = _block(k0, k1, trial, slot, stream, _ATTEMPT_BOOST)
         u = _uniform52(w0, w1)
         g = g * elem.exp(elem.log(u) / a)
     return 2.0 * g, z

@@ -60,16 +60,17 @@ def _run_mse(args):
     geom = theory.geometry(x, y)
     lemma2, theorem2 = theory_values(geom, args.m, args.kind, args.ensemble, args.norms)
 
-    bar = None
-    progress = None
+    bar = progress = None
     if not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=None, unit="trial", unit_scale=True, file=sys.stderr, leave=False)
 
-        def progress(done, total):
+        def report(done, total):
             bar.total = total
             bar.update(done - bar.n)
+
+        progress = report
 
     try:
         res = monte_carlo_mse(
