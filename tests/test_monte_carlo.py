@@ -163,6 +163,29 @@ def test_numba_one_and_two_threads_identical():
     assert (r1.mse, r1.stderr, r1.bias, r1.tail.k_hat) == (r2.mse, r2.stderr, r2.bias, r2.tail.k_hat)
 
 
+def test_stale_kernel_cache_is_flushed(tmp_path):
+    # Numba only watches the kernel's own file; edits to the inlined generator must flush it
+    from rfkernels.backends import _mc_numba
+
+    class FakeCache:
+        _cache_path = str(tmp_path)
+        flushed = 0
+
+        def flush(self):
+            self.flushed += 1
+
+    class FakeDispatcher:
+        _cache = FakeCache()
+
+    fake = FakeDispatcher()
+    _mc_numba._flush_if_dependencies_changed(fake)  # no stamp yet: flush, record
+    _mc_numba._flush_if_dependencies_changed(fake)  # same sources: keep
+    assert fake._cache.flushed == 1
+    (tmp_path / "_mc_numba.dependencies.sha256").write_text("stale\n")
+    _mc_numba._flush_if_dependencies_changed(fake)
+    assert fake._cache.flushed == 2
+
+
 def test_chunking_changes_nothing():
     kw = {"ensemble": "orthogonal", "trials": 40_000, "seed": 9}
     ref = monte_carlo_mse(X, Y, M, "positive", backend="numba", **kw)

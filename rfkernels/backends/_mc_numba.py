@@ -23,11 +23,22 @@ rare rejected chi-square attempts are redone by a scalar loop afterwards.
 Kernels are compiled with ``error_model="numpy"`` (no division checks, which
 would block vectorisation) and without ``fastmath`` (which would change the
 numbers).
+
+Caching. ``cache=True`` stores the compiled kernel next to this file, but
+Numba only checks *this* file's timestamp, while the kernel inlines code
+from :mod:`rfkernels.backends._rng_numba`,
+:mod:`rfkernels.backends._elementary_numba` and :mod:`rfkernels._elementary`.
+On import, :func:`_flush_if_dependencies_changed` compares a hash of those
+sources with the one recorded at the last compilation and empties the cache
+index when they differ, so an edited generator is never run from a stale
+kernel.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 
 import numba
 import numpy as np
@@ -165,12 +176,11 @@ def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work):
     for i in range(m):
         p[i] = g[i] * g[i]
     sqrt_d = math.sqrt(d)
-    j = 0
     for i0 in range(0, m, d):
         b = min(d, m - i0)
         total = _sum8(p, i0, b)
-        if b < d:
-            total = total + _chi_square(k0, k1, trial, j, _STREAM_TAIL, float(d - b))
+        if b < d:  # the partial block's tail, at the block's index as slot
+            total = total + _chi_square(k0, k1, trial, i0 // d, _STREAM_TAIL, float(d - b))
         root = math.sqrt(total)
         if chi:
             for i in range(i0, i0 + b):
@@ -178,7 +188,6 @@ def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work):
         else:
             for i in range(i0, i0 + b):
                 p[i] = sqrt_d * (g[i] / root)
-        j += 1
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")
@@ -225,3 +234,31 @@ def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
                 for i in range(m):
                     p[i] = math.cos(length * p[i])
             out[t] = _sum8(p, 0, m) / m
+
+
+def _flush_if_dependencies_changed(dispatcher=reduced_estimates):
+    """Empty ``dispatcher``'s on-disk cache if the sources it inlines changed since it was written."""
+    from .. import _elementary
+    from . import _elementary_numba, _rng_numba
+
+    try:
+        digest = hashlib.sha256()
+        for module in (_elementary, _elementary_numba, _rng_numba):
+            with open(module.__file__, "rb") as f:
+                digest.update(f.read())
+        stamp = digest.hexdigest()
+        path = os.path.join(dispatcher._cache._cache_path, "_mc_numba.dependencies.sha256")
+        try:
+            with open(path) as f:
+                if f.read().strip() == stamp:
+                    return
+        except OSError:
+            pass
+        dispatcher._cache.flush()
+        with open(path, "w") as f:
+            f.write(stamp + "\n")
+    except (AttributeError, OSError):  # no cache (read-only install, other Numba): nothing to flush
+        pass
+
+
+_flush_if_dependencies_changed()
