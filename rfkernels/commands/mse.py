@@ -31,10 +31,11 @@ def _add_mse(p):
     p.add_argument("--norms", default="chi", help="row norms: chi (unbiased) or fixed (sqrt(d))")
     p.add_argument("--trials", type=_count, default=100_000, help="Monte Carlo trials (1e6 is accepted)")
     p.add_argument("--seed", type=int, default=0, help="seed (recorded; same seed, same numbers on every backend)")
-    p.add_argument("--backend", default="numba", help="numpy, numba or cupy")
+    p.add_argument("--backend", default="numba",
+                   help="numpy, numba or cupy (numba compiles its kernel once, ~20 s, then caches it)")
     p.add_argument("--method", default="reduced",
                    help="reduced (draw only the scalar projections) or literal (full W, QR, feature maps)")
-    p.add_argument("--chunk", type=int, default=None, help="trials per chunk (default: per backend)")
+    p.add_argument("--chunk", type=int, default=None, help="trials per chunk (None: a per-backend default)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown unless stderr is a terminal)")
 
