@@ -460,10 +460,15 @@ def _mt_attempt(k0, k1, t, s, stream, attempt, d, c, xp):
     v = base * base * base
     positive = v > 0.0
     x2 = x * x
-    squeeze = u < 1.0 - _SQUEEZE * (x2 * x2)
-    vlog = elem.log(xp.where(positive, v, 1.0), xp)  # v > 0 is never subnormal (v >= 2**-159)
-    full = elem.log(u, xp) < 0.5 * x2 + d * ((1.0 - v) + vlog)
-    return positive & (squeeze | full), d * v, companion
+    accepted = positive & (u < 1.0 - _SQUEEZE * (x2 * x2))  # the squeeze
+    # the logarithmic test, only where the squeeze did not decide (~10% at large shapes)
+    todo = xp.nonzero(positive & ~accepted)[0]
+    if todo.size:
+        v_, u_, d_ = v[todo], u[todo], _take(d, todo)
+        # v > 0 is never subnormal (v >= 2**-159), so our log applies
+        full = elem.log(u_, xp) < 0.5 * x2[todo] + d_ * ((1.0 - v_) + elem.log(v_, xp))
+        accepted[todo[full]] = True
+    return accepted, d * v, companion
 
 
 def _take(a, idx):
