@@ -1,0 +1,75 @@
+"""Shared plumbing of the figures: the style sheet, saving, the data beside each figure."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rfkernels._io import atomic_write
+
+#: The package style sheet (``plt.style.use(STYLE)``).
+STYLE = os.path.join(os.path.dirname(__file__), "paper.mplstyle")
+
+#: Colours and markers per estimator kind and ensemble, used by every figure.
+KIND_COLOURS = {"positive": "#0072B2", "hyperbolic": "#009E73", "trig": "#D55E00"}
+KIND_LABELS = {"positive": "positive (FAVOR+)", "hyperbolic": "hyperbolic", "trig": "trigonometric"}
+ENSEMBLE_STYLES = {"iid": {"linestyle": "--", "marker": "o"},
+                   "orthogonal": {"linestyle": "-", "marker": "s"}}
+
+
+@dataclass
+class FigureResult:
+    """What one figure module produced: files and the plotted data (rows)."""
+
+    name: str
+    paths: list = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+
+
+@contextmanager
+def paper_style():
+    """Matplotlib with the Agg backend (when no backend is chosen) and the package style."""
+    import matplotlib
+
+    if "MPLBACKEND" not in os.environ:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.style.context(STYLE):
+        yield plt
+
+
+def save(fig, out_dir, stem):
+    """Write ``stem.pdf`` and ``stem.png`` into ``out_dir``; returns the paths."""
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for ext in ("pdf", "png"):
+        path = os.path.join(out_dir, f"{stem}.{ext}")
+        fig.savefig(path)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def write_csv(out_dir, stem, rows):
+    """The plotted data as ``stem.csv`` (rows: list of dicts with one key set), atomically."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{stem}.csv")
+    if not rows:
+        raise ValueError(f"figure {stem}: no data rows to write")
+    keys = list(rows[0])
+
+    def write(fh):
+        w = csv.writer(fh)
+        w.writerow(keys)
+        for r in rows:
+            w.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else
+                        repr(v) if isinstance(v, float) else v for v in (r[k] for k in keys)])
+
+    atomic_write(path, write)
+    return path

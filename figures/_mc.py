@@ -1,0 +1,19 @@
+"""Monte Carlo points for the figures, through the analysis layer's evaluate_point."""
+
+from __future__ import annotations
+
+from rfkernels.analysis.compare import evaluate_point
+from rfkernels.analysis.sweep import point_seed
+
+#: Trials per Monte Carlo point: the default run and ``--quick``.
+TRIALS = {False: 100_000, True: 4_000}
+
+
+def mc_point(*, kind, ensemble, d, m, angle, norm_x, norm_y, quick, seed, norms="chi",
+             backend="numba"):
+    """One Monte Carlo row (MSE, stderr, 95% interval, tail flag, theory columns)."""
+    point = {"kind": kind, "ensemble": ensemble, "norms": norms, "d": int(d), "m": int(m),
+             "angle": float(angle), "norm_x": float(norm_x), "norm_y": float(norm_y),
+             "norm_sum": None}
+    return evaluate_point(point, trials=TRIALS[bool(quick)], seed=point_seed(seed, point),
+                          backend=backend, method="reduced")

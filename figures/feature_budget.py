@@ -1,0 +1,75 @@
+"""Equal feature budget: the three estimators at the same feature dimension r.
+
+Positive features spend one feature per projection (m = r); trigonometric
+and hyperbolic ones spend two (m = r/2). At equal r the comparison is the
+one that matters for memory and compute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfkernels import theory
+
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, FigureResult, paper_style, save, write_csv
+from ._mc import mc_point
+
+NAME = "feature_budget"
+TITLE = "Equal feature budget r: hyperbolic vs positive vs trig"
+D, R, NORM = 16, 32, 0.5
+KINDS = ("positive", "hyperbolic", "trig")
+PROJECTIONS = {"positive": R, "hyperbolic": R // 2, "trig": R // 2}
+
+
+def compute(quick=False, seed=0, progress=None):
+    angles = np.linspace(0.0, np.pi, 181)
+    geom = theory.geometry_from_angle(D, NORM, NORM, angles)
+    lines = []
+    for kind in KINDS:
+        for ensemble in ("iid", "orthogonal"):
+            mse = theory.exact_mse_from_geometry(geom, PROJECTIONS[kind], kind, ensemble=ensemble)
+            lines += [{"kind": kind, "ensemble": ensemble, "r": R, "m": PROJECTIONS[kind],
+                       "angle": float(a), "mse_exact": float(v)} for a, v in zip(angles, mse)]
+    mc_angles = np.linspace(0.3, np.pi - 0.3, 3 if quick else 6)
+    points = []
+    for kind in KINDS:
+        for a in mc_angles:
+            r = mc_point(kind=kind, ensemble="orthogonal", d=D, m=PROJECTIONS[kind], angle=a,
+                         norm_x=NORM, norm_y=NORM, quick=quick, seed=seed)
+            points.append({"kind": kind, "ensemble": "orthogonal", "r": R, "m": PROJECTIONS[kind],
+                           **{k: r[k] for k in ("angle", "trials", "mse_mc", "stderr", "ci_low",
+                                                "ci_high", "mse_exact", "z", "tail_ok")}})
+            if progress:
+                progress(len(points), len(KINDS) * len(mc_angles))
+    return {"lines": lines, "monte_carlo": points}
+
+
+def plot(data, out_dir):
+    with paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(5.4, 3.6))
+        for kind in KINDS:
+            for ensemble in ("iid", "orthogonal"):
+                rows = [r for r in data["lines"] if r["kind"] == kind and r["ensemble"] == ensemble]
+                ax.semilogy([r["angle"] for r in rows], [r["mse_exact"] for r in rows],
+                            color=KIND_COLOURS[kind], ls=ENSEMBLE_STYLES[ensemble]["linestyle"],
+                            label=f"{KIND_LABELS[kind]} (m = {PROJECTIONS[kind]}), {ensemble}")
+            pts = [r for r in data["monte_carlo"] if r["kind"] == kind]
+            y = np.array([r["mse_mc"] for r in pts])
+            err = np.array([[r["mse_mc"] - r["ci_low"] for r in pts],
+                            [r["ci_high"] - r["mse_mc"] for r in pts]])
+            ax.errorbar([r["angle"] for r in pts], y, yerr=err, fmt="s", color=KIND_COLOURS[kind],
+                        mfc="none", ms=3.5, lw=0.8)
+        ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
+        ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
+        ax.set_title(f"same feature dimension r = {R} (d = {D}, |x| = |y| = {NORM}); "
+                     "markers: MC orthogonal", fontsize=8)
+        ax.legend(fontsize=6.5, loc="lower left")
+        return save(fig, out_dir, NAME)
+
+
+def make(out_dir, quick=False, seed=0, progress=None):
+    data = compute(quick, seed, progress)
+    paths = plot(data, out_dir)
+    paths.append(write_csv(out_dir, NAME + "_theory", data["lines"]))
+    paths.append(write_csv(out_dir, NAME + "_monte_carlo", data["monte_carlo"]))
+    return FigureResult(NAME, paths, data)
