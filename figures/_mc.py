@@ -6,7 +6,7 @@ from rfkernels.analysis.compare import evaluate_point
 from rfkernels.analysis.sweep import point_seed
 
 #: Trials per Monte Carlo point: the default run and ``--quick``.
-TRIALS = {False: 100_000, True: 4_000}
+TRIALS = {False: 1_000_000, True: 4_000}
 
 
 def mc_point(*, kind, ensemble, d, m, angle, norm_x, norm_y, quick, seed, norms="chi",

@@ -55,11 +55,21 @@ def plot(data, out_dir):
                 ax.errorbar([r["angle"] for r in pts], y, yerr=err,
                             fmt=ENSEMBLE_STYLES[ensemble]["marker"], color=KIND_COLOURS[kind],
                             mfc="none", ms=3.5, lw=0.8)
+                tame = [i for i, r in enumerate(pts) if r["tail_ok"]]
+                ax.plot([pts[i]["angle"] for i in tame], y[tame], ls="none",
+                        marker=ENSEMBLE_STYLES[ensemble]["marker"], color=KIND_COLOURS[kind], ms=3.5)
+        _limit_to_interior(ax, data["lines"])
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
-        ax.set_title(f"d = {D}, m = {M}, |x| = |y| = {NORM}; lines exact, markers Monte Carlo (95%)")
+        ax.set_title(f"d = {D}, m = {M}, |x| = |y| = {NORM}; lines exact,\nmarkers Monte Carlo with 95% intervals (hollow: heavy tail)")
         ax.legend(ncol=2, loc="lower left")
         return save(fig, out_dir, NAME)
+
+
+def _limit_to_interior(ax, lines):
+    """y-range of the curves away from the angles where an estimator is exact (MSE -> 0)."""
+    inner = [r["mse_exact"] for r in lines if 0.15 < r["angle"] < 3.0]
+    ax.set_ylim(min(inner) / 3.0, max(inner) * 3.0)
 
 
 def make(out_dir, quick=False, seed=0, progress=None):

@@ -71,7 +71,8 @@ def plot(data, out_dir):
     length = np.array([r["length"] for r in data["heatmap"]]).reshape(n_l, n_phi)[:, 0]
     phi = np.array([r["angle"] for r in data["heatmap"]]).reshape(n_l, n_phi)[0]
     with paper_style() as plt:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.6), gridspec_kw={"width_ratios": [1.1, 1]})
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 3.6), gridspec_kw={"width_ratios": [1.1, 1]})
+        fig.subplots_adjust(wspace=0.5)
         lim = np.nanpercentile(np.abs(heat), 99)
         im = ax1.pcolormesh(phi, length, heat, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="nearest")
         cb = fig.colorbar(im, ax=ax1)
