@@ -1,7 +1,12 @@
 """Analysis layer (installed as ``rfkernels.analysis``): Monte Carlo against theory.
 
-:mod:`rfkernels.analysis.monte_carlo` measures the MSE of an estimator by
-Monte Carlo, with error bars and a tail diagnostic, beside the exact theory.
+- :mod:`~rfkernels.analysis.monte_carlo` measures the MSE of an estimator by
+  Monte Carlo, with error bars and a tail diagnostic, beside the exact theory;
+- :mod:`~rfkernels.analysis.comparison` tabulates theory against Monte Carlo and
+  audits the bias of the orthogonal constructions;
+- :mod:`~rfkernels.analysis.sweep` runs resumable grids locally or on Dask;
+- :mod:`~rfkernels.analysis.attention` is the attention-level study
+  (Figure 4 of the Performer paper).
 """
 
 from .monte_carlo import (
@@ -15,7 +20,20 @@ from .monte_carlo import (
     trial_estimates,
 )
 
+from .attention import AttentionMSETable, attention_inputs, attention_mse
+from .comparison import bias_audit, compare, evaluate_point
+from .sweep import SweepSpec, load_table, run_sweep
+
 __all__ = [
+    "AttentionMSETable",
+    "SweepSpec",
+    "attention_inputs",
+    "attention_mse",
+    "bias_audit",
+    "compare",
+    "evaluate_point",
+    "load_table",
+    "run_sweep",
     "METHODS",
     "MonteCarloBatch",
     "MonteCarloResult",

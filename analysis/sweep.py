@@ -1,7 +1,7 @@
 """Resumable sweeps over grids of m, d, angles, norms, estimators and ensembles.
 
 A sweep is a grid (the Cartesian product of its axes, in declared order)
-evaluated point by point by :func:`rfkernels.analysis.compare.evaluate_point`,
+evaluated point by point by :func:`rfkernels.analysis.comparison.evaluate_point`,
 in-process, on a local process pool or on a Dask cluster, into a tidy CSV
 table (one row per grid point) with a JSON sidecar.
 
@@ -42,7 +42,7 @@ from rfkernels._io import atomic_write, git_revision, package_versions
 from rfkernels._validation import ENSEMBLES, KINDS, NORMS
 from rfkernels.backends import BACKENDS
 
-from .compare import RESULT_COLUMNS, evaluate_point, theory_columns
+from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
 
 #: Grid axes, in the order they appear in the table.
 GRID_AXES = ("kind", "ensemble", "norms", "backend", "d", "m", "angle", "norm_x", "norm_y", "norm_sum")

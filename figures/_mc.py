@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rfkernels.analysis.compare import evaluate_point
+from rfkernels.analysis.comparison import evaluate_point
 from rfkernels.analysis.sweep import point_seed
 
 #: Trials per Monte Carlo point: the default run and ``--quick``.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfkernels.analysis.compare import bias_audit
+from rfkernels.analysis.comparison import bias_audit
 
 from ._common import FigureResult, paper_style, save, write_csv
 

@@ -330,7 +330,7 @@ def favor_attention(
     FloatingPointError
         ``nonpositive="raise"`` and some normaliser is <= 0; or an output
         entry that is not reported as a non-positive row overflows (only for
-        ``stabilize=False``, or |V| near 1e308).
+        ``stabilize=False``, or ``|V|`` near 1e308).
 
     Notes
     -----

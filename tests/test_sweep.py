@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from rfkernels import theory
-from rfkernels.analysis import compare as compare_mod
-from rfkernels.analysis.compare import bias_audit, compare
+from rfkernels.analysis import comparison as compare_mod
+from rfkernels.analysis.comparison import bias_audit, compare
 from rfkernels.analysis.sweep import (
     COLUMNS,
     SweepError,

@@ -38,7 +38,7 @@ def _flag(v):
 
 @command("compare", "Monte Carlo MSE against Lemma 2, Theorem 2 and the exact MSE")(_add)
 def _run(args):
-    from ..analysis.compare import bias_audit, compare
+    from ..analysis.comparison import bias_audit, compare
 
     geoms = [{"d": d, "norm_x": nx, "norm_y": ny, "angle": a}
              for d, nx, ny, a in itertools.product(args.d, args.norm_x, args.norm_y, args.angle)]

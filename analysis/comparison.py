@@ -46,7 +46,7 @@ def point_geometry(point):
     """The :class:`rfkernels.theory.Geometry` of a point's d, norms and angle.
 
     A point gives ``d``, ``angle`` and either ``norm_x`` and ``norm_y`` or
-    ``norm_sum`` (= |x + y| with |x| = |y|).
+    ``norm_sum`` (= ``|x + y|`` with ``|x| = |y|``).
     """
     d, angle = point["d"], point["angle"]
     if point.get("norm_sum") is not None:
@@ -57,7 +57,7 @@ def point_geometry(point):
 
 
 def norms_from_sum(norm_sum, angle):
-    """|x| = |y| giving |x + y| = ``norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``."""
+    """``|x| = |y|`` giving ``|x + y| = norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``."""
     c = math.cos(angle / 2.0)
     if c <= 0.0:
         raise ValueError("norm_sum needs angle < pi (|x + y| = 0 at angle pi)")
@@ -172,7 +172,7 @@ def statements(row):
 
     - ``exact_le_bound``: exact orthogonal MSE <= Theorem 2 bound;
     - ``iid_eq_lemma2``: exact iid MSE equals Lemma 2 (relative 1e-10);
-    - ``mc_consistent``: |z| < 4 between Monte Carlo and the exact MSE —
+    - ``mc_consistent``: ``|z| < 4`` between Monte Carlo and the exact MSE —
       ``None`` (inconclusive) where the tail diagnostic says the standard
       error cannot be trusted or there is no exact value.
     """
@@ -247,7 +247,7 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
     d, m : int
         Dimension and number of projections.
     norm_u : float
-        |x + y|; x = y = u/2.
+        ``|x + y|``; ``x = y = u/2``.
     directions : array_like (n, d), optional
         Directions of u; default: e_1, e_2, e_d, (1, ..., 1)/sqrt(d) and one
         fixed random direction.
@@ -258,7 +258,7 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
     -------
     list of dict
         ``ensemble``, ``direction`` (label), ``relative_bias``, ``stderr``
-        (of the relative bias), ``z`` and ``biased`` (|z| > 4).
+        (of the relative bias), ``z`` and ``biased`` (``|z| > 4``).
     """
     from rfkernels import draw_projections, feature_map
 
