@@ -1,15 +1,17 @@
 """Paper-style figures (installed as ``rfkernels.figures``).
 
 One module per figure; each has ``NAME``, ``TITLE``, ``compute(quick, seed,
-progress)`` returning the plotted data, ``plot(data, out_dir)`` and
-``make(out_dir, quick=False, seed=0, progress=None)`` writing PDF, PNG and the
-data as CSV. :func:`make_figures` runs a selection of them and writes a short
+progress)`` returning the plotted data and ``plot(data, out_dir)`` writing
+PDF and PNG; :func:`rfkernels.figures._common.make_figure` runs both and
+writes the data as CSV. :func:`make_figures` runs a selection of them and writes a short
 report of the theory-versus-Monte-Carlo checks.
 """
 
 from __future__ import annotations
 
 import importlib
+
+from ._common import make_figure
 
 #: Figure name -> module, in report order.
 FIGURES = {
@@ -40,5 +42,5 @@ def make_figures(out_dir, only=None, quick=False, seed=0, progress=None):
     results = {}
     for name, module in modules.items():
         cb = None if progress is None else (lambda done, total, _n=name: progress(_n, done, total))
-        results[name] = module.make(out_dir, quick=quick, seed=seed, progress=cb)
+        results[name] = make_figure(module, out_dir, quick=quick, seed=seed, progress=cb)
     return results

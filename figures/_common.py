@@ -73,3 +73,37 @@ def write_csv(out_dir, stem, rows):
 
     atomic_write(path, write)
     return path
+
+
+def mc_errorbars(ax, rows, x, colour, marker, *, shift=1.0, label=None):
+    """Monte Carlo markers with 95% intervals: filled where the tail is tame, hollow where not.
+
+    ``rows`` carry ``mse_mc``, ``ci_low``, ``ci_high`` and ``tail_ok``; ``x``
+    is the key of the abscissa, multiplied by ``shift`` (to separate series
+    on a log axis).
+    """
+    for ok in (True, False):
+        sel = [r for r in rows if bool(r["tail_ok"]) == ok]
+        if not sel:
+            continue
+        y = [r["mse_mc"] for r in sel]
+        err = [[r["mse_mc"] - r["ci_low"] for r in sel], [r["ci_high"] - r["mse_mc"] for r in sel]]
+        ax.errorbar([r[x] * shift for r in sel], y, yerr=err, fmt=marker, color=colour,
+                    mfc=colour if ok else "none", ms=3.5, lw=0.8,
+                    label=None if label is None else label + ("" if ok else " (heavy tail)"))
+
+
+def make_figure(module, out_dir, quick=False, seed=0, progress=None):
+    """Compute a figure module's data, plot it, and write each of its tables as CSV.
+
+    A data entry that is a list of dicts is a table: it is written as
+    ``NAME.csv`` when it is the only one, else ``NAME_KEY.csv`` (``lines``
+    being named ``theory``).
+    """
+    data = module.compute(quick, seed, progress)
+    paths = module.plot(data, out_dir)
+    tables = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+    for key, rows in tables.items():
+        stem = module.NAME if len(tables) == 1 else f"{module.NAME}_{'theory' if key == 'lines' else key}"
+        paths.append(write_csv(out_dir, stem, rows))
+    return FigureResult(module.NAME, paths, data)

@@ -9,11 +9,17 @@ from rfkernels.analysis.sweep import point_seed
 TRIALS = {False: 1_000_000, True: 4_000}
 
 
+#: Columns of a Monte Carlo point kept in the figures' data.
+COLUMNS = ("kind", "ensemble", "d", "m", "angle", "trials", "mse_mc", "stderr", "ci_low", "ci_high",
+           "mse_exact", "z", "k_hat", "tail_ok")
+
+
 def mc_point(*, kind, ensemble, d, m, angle, norm_x, norm_y, quick, seed, norms="chi",
              backend="numba"):
-    """One Monte Carlo row (MSE, stderr, 95% interval, tail flag, theory columns)."""
+    """One Monte Carlo point (:data:`COLUMNS`: MSE, stderr, 95% interval, tail flag, exact MSE)."""
     point = {"kind": kind, "ensemble": ensemble, "norms": norms, "d": int(d), "m": int(m),
              "angle": float(angle), "norm_x": float(norm_x), "norm_y": float(norm_y),
              "norm_sum": None}
-    return evaluate_point(point, trials=TRIALS[bool(quick)], seed=point_seed(seed, point),
-                          backend=backend, method="reduced")
+    row = evaluate_point(point, trials=TRIALS[bool(quick)], seed=point_seed(seed, point),
+                         backend=backend, method="reduced")
+    return {k: row[k] for k in COLUMNS}

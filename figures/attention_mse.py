@@ -13,7 +13,7 @@ import numpy as np
 
 from rfkernels.analysis.attention import attention_mse
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, FigureResult, paper_style, save, write_csv
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, paper_style, save
 
 NAME = "attention"
 TITLE = "Figure 4 (paper): attention-output MSE against m"
@@ -66,10 +66,3 @@ def plot(data, out_dir):
                      f"{r0['samples']} random inputs (95% error bars)", fontsize=8)
         ax.legend(fontsize=6.5, ncol=1, loc="lower left")
         return save(fig, out_dir, NAME)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME, data["rows"]))
-    return FigureResult(NAME, paths, data)

@@ -15,7 +15,7 @@ import numpy as np
 
 from rfkernels.analysis.comparison import bias_audit
 
-from ._common import FigureResult, paper_style, save, write_csv
+from ._common import paper_style, save
 
 NAME = "bias_audit"
 TITLE = "Bias of the orthogonal positive estimator: unfixed QR vs Haar"
@@ -53,10 +53,3 @@ def plot(data, out_dir):
         ax.set_title(f"positive features, orthogonal, chi norms, d = m = {D} (95% intervals)")
         ax.legend(loc="lower left")
         return save(fig, out_dir, NAME)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME, data["rows"]))
-    return FigureResult(NAME, paths, data)

@@ -11,8 +11,9 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, FigureResult, paper_style, save, write_csv
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save
 from ._mc import mc_point
+from .mse_vs_angle import limit_to_interior
 
 NAME = "feature_budget"
 TITLE = "Equal feature budget r: hyperbolic vs positive vs trig"
@@ -34,11 +35,9 @@ def compute(quick=False, seed=0, progress=None):
     points = []
     for kind in KINDS:
         for a in mc_angles:
-            r = mc_point(kind=kind, ensemble="orthogonal", d=D, m=PROJECTIONS[kind], angle=a,
-                         norm_x=NORM, norm_y=NORM, quick=quick, seed=seed)
-            points.append({"kind": kind, "ensemble": "orthogonal", "r": R, "m": PROJECTIONS[kind],
-                           **{k: r[k] for k in ("angle", "trials", "mse_mc", "stderr", "ci_low",
-                                                "ci_high", "mse_exact", "z", "tail_ok")}})
+            point = mc_point(kind=kind, ensemble="orthogonal", d=D, m=PROJECTIONS[kind], angle=a,
+                             norm_x=NORM, norm_y=NORM, quick=quick, seed=seed)
+            points.append({**point, "r": R})
             if progress:
                 progress(len(points), len(KINDS) * len(mc_angles))
     return {"lines": lines, "monte_carlo": points}
@@ -54,32 +53,11 @@ def plot(data, out_dir):
                             color=KIND_COLOURS[kind], ls=ENSEMBLE_STYLES[ensemble]["linestyle"],
                             label=f"{KIND_LABELS[kind]} (m = {PROJECTIONS[kind]}), {ensemble}")
             pts = [r for r in data["monte_carlo"] if r["kind"] == kind]
-            y = np.array([r["mse_mc"] for r in pts])
-            err = np.array([[r["mse_mc"] - r["ci_low"] for r in pts],
-                            [r["ci_high"] - r["mse_mc"] for r in pts]])
-            ax.errorbar([r["angle"] for r in pts], y, yerr=err, fmt="s", color=KIND_COLOURS[kind],
-                        mfc="none", ms=3.5, lw=0.8)
-            tame = [i for i, r in enumerate(pts) if r["tail_ok"]]
-            ax.plot([pts[i]["angle"] for i in tame], y[tame], ls="none", marker="s",
-                    color=KIND_COLOURS[kind], ms=3.5)
-        _limit_to_interior(ax, data["lines"])
+            mc_errorbars(ax, pts, "angle", KIND_COLOURS[kind], "s")
+        limit_to_interior(ax, data["lines"])
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
         ax.set_title(f"same feature dimension r = {R} (d = {D}, |x| = |y| = {NORM}); "
                      "markers: MC orthogonal (hollow: heavy tail)", fontsize=8)
         ax.legend(fontsize=6.5, loc="lower left")
         return save(fig, out_dir, NAME)
-
-
-def _limit_to_interior(ax, lines):
-    """y-range of the curves away from the angles where an estimator is exact (MSE -> 0)."""
-    inner = [r["mse_exact"] for r in lines if 0.15 < r["angle"] < 3.0]
-    ax.set_ylim(min(inner) / 3.0, max(inner) * 3.0)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME + "_theory", data["lines"]))
-    paths.append(write_csv(out_dir, NAME + "_monte_carlo", data["monte_carlo"]))
-    return FigureResult(NAME, paths, data)

@@ -6,7 +6,7 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, FigureResult, paper_style, save, write_csv
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save
 from ._mc import mc_point
 
 NAME = "mse_vs_angle"
@@ -29,11 +29,8 @@ def compute(quick=False, seed=0, progress=None):
     for kind in KINDS:
         for ensemble in ("iid", "orthogonal"):
             for a in mc_angles:
-                r = mc_point(kind=kind, ensemble=ensemble, d=D, m=M, angle=a, norm_x=NORM,
-                             norm_y=NORM, quick=quick, seed=seed)
-                points.append({k: r[k] for k in ("kind", "ensemble", "angle", "trials", "mse_mc",
-                                                  "stderr", "ci_low", "ci_high", "mse_exact", "z",
-                                                  "tail_ok")})
+                points.append(mc_point(kind=kind, ensemble=ensemble, d=D, m=M, angle=a,
+                                       norm_x=NORM, norm_y=NORM, quick=quick, seed=seed))
                 if progress:
                     progress(len(points), total)
     return {"lines": lines, "monte_carlo": points}
@@ -49,16 +46,8 @@ def plot(data, out_dir):
                             color=KIND_COLOURS[kind], ls=ENSEMBLE_STYLES[ensemble]["linestyle"],
                             label=f"{KIND_LABELS[kind]}, {ensemble}")
                 pts = [r for r in data["monte_carlo"] if r["kind"] == kind and r["ensemble"] == ensemble]
-                y = np.array([r["mse_mc"] for r in pts])
-                err = np.array([[r["mse_mc"] - r["ci_low"] for r in pts],
-                                [r["ci_high"] - r["mse_mc"] for r in pts]])
-                ax.errorbar([r["angle"] for r in pts], y, yerr=err,
-                            fmt=ENSEMBLE_STYLES[ensemble]["marker"], color=KIND_COLOURS[kind],
-                            mfc="none", ms=3.5, lw=0.8)
-                tame = [i for i, r in enumerate(pts) if r["tail_ok"]]
-                ax.plot([pts[i]["angle"] for i in tame], y[tame], ls="none",
-                        marker=ENSEMBLE_STYLES[ensemble]["marker"], color=KIND_COLOURS[kind], ms=3.5)
-        _limit_to_interior(ax, data["lines"])
+                mc_errorbars(ax, pts, "angle", KIND_COLOURS[kind], ENSEMBLE_STYLES[ensemble]["marker"])
+        limit_to_interior(ax, data["lines"])
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
         ax.set_title(f"d = {D}, m = {M}, |x| = |y| = {NORM}; lines exact,\nmarkers Monte Carlo with 95% intervals (hollow: heavy tail)")
@@ -66,15 +55,7 @@ def plot(data, out_dir):
         return save(fig, out_dir, NAME)
 
 
-def _limit_to_interior(ax, lines):
+def limit_to_interior(ax, lines):
     """y-range of the curves away from the angles where an estimator is exact (MSE -> 0)."""
     inner = [r["mse_exact"] for r in lines if 0.15 < r["angle"] < 3.0]
     ax.set_ylim(min(inner) / 3.0, max(inner) * 3.0)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME + "_theory", data["lines"]))
-    paths.append(write_csv(out_dir, NAME + "_monte_carlo", data["monte_carlo"]))
-    return FigureResult(NAME, paths, data)

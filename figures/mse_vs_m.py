@@ -13,7 +13,7 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, FigureResult, paper_style, save, write_csv
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save
 from ._mc import mc_point
 
 NAME = "mse_vs_m"
@@ -42,11 +42,8 @@ def compute(quick=False, seed=0, progress=None):
     for kind in KINDS:
         for ensemble in ("iid", "orthogonal"):
             for m in m_mc:
-                r = mc_point(kind=kind, ensemble=ensemble, d=D, m=m, angle=ANGLE, norm_x=NORM,
-                             norm_y=NORM, quick=quick, seed=seed)
-                points.append({k: r[k] for k in ("kind", "ensemble", "m", "trials", "mse_mc", "stderr",
-                                                  "ci_low", "ci_high", "mse_exact", "z", "k_hat",
-                                                  "tail_ok")})
+                points.append(mc_point(kind=kind, ensemble=ensemble, d=D, m=m, angle=ANGLE,
+                                       norm_x=NORM, norm_y=NORM, quick=quick, seed=seed))
                 if progress:
                     progress(len(points), total)
     return {"lines": lines, "monte_carlo": points}
@@ -67,17 +64,8 @@ def plot(data, out_dir):
                           label="Theorem 2 bound")
             for ensemble in ("iid", "orthogonal"):
                 pts = [r for r in data["monte_carlo"] if r["kind"] == kind and r["ensemble"] == ensemble]
-                for ok in (True, False):
-                    sel = [r for r in pts if r["tail_ok"] == ok]
-                    if not sel:
-                        continue
-                    y = np.array([r["mse_mc"] for r in sel])
-                    err = np.array([[r["mse_mc"] - r["ci_low"] for r in sel],
-                                    [r["ci_high"] - r["mse_mc"] for r in sel]])
-                    ax.errorbar([r["m"] * (1.06 if ensemble == "orthogonal" else 0.94) for r in sel],
-                                y, yerr=err, fmt=ENSEMBLE_STYLES[ensemble]["marker"], color=col,
-                                mfc=col if ok else "none", ms=3.5, lw=0.8,
-                                label=f"MC {ensemble}" + ("" if ok else " (heavy tail)"))
+                mc_errorbars(ax, pts, "m", col, ENSEMBLE_STYLES[ensemble]["marker"],
+                             shift=1.06 if ensemble == "orthogonal" else 0.94, label=f"MC {ensemble}")
             ax.axvline(D, color="0.7", lw=0.7)
             ax.set_xlabel("m (projections)")
             ax.set_title(KIND_LABELS[kind])
@@ -85,11 +73,3 @@ def plot(data, out_dir):
         axes[0].legend(loc="lower left")
         fig.suptitle(f"d = {D}, |x| = |y| = {NORM}, angle = π/3 (vertical line: m = d)", fontsize=9)
         return save(fig, out_dir, NAME)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME + "_theory", data["lines"]))
-    paths.append(write_csv(out_dir, NAME + "_monte_carlo", data["monte_carlo"]))
-    return FigureResult(NAME, paths, data)

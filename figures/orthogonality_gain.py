@@ -15,7 +15,7 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import FigureResult, paper_style, save, write_csv
+from ._common import paper_style, save
 
 NAME = "orthogonality_gain"
 TITLE = "Orthogonality gain MSE_orth / MSE_iid against d"
@@ -72,10 +72,3 @@ def plot(data, out_dir):
         ax1.legend(fontsize=6.5, loc="lower left")
         ax2.legend(fontsize=6.5, loc="lower left")
         return save(fig, out_dir, NAME)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME, data["rows"]))
-    return FigureResult(NAME, paths, data)

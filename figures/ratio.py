@@ -13,7 +13,7 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import KIND_COLOURS, FigureResult, paper_style, save, write_csv
+from ._common import KIND_COLOURS, paper_style, save
 from ._mc import mc_point
 
 NAME = "ratio"
@@ -107,12 +107,3 @@ def plot(data, out_dir):
         inset.tick_params(labelsize=6)
         inset.legend(fontsize=6)
         return save(fig, out_dir, NAME)
-
-
-def make(out_dir, quick=False, seed=0, progress=None):
-    data = compute(quick, seed, progress)
-    paths = plot(data, out_dir)
-    paths.append(write_csv(out_dir, NAME + "_slice", data["slice"]))
-    paths.append(write_csv(out_dir, NAME + "_heatmap", data["heatmap"]))
-    paths.append(write_csv(out_dir, NAME + "_monte_carlo", data["monte_carlo"]))
-    return FigureResult(NAME, paths, data)
