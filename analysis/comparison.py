@@ -42,36 +42,30 @@ RESULT_COLUMNS = (
 Z_THRESHOLD = 4.0
 
 
-def point_geometry(point):
-    """The :class:`rfkernels.theory.Geometry` of a point's d, norms and angle.
-
-    A point gives ``d``, ``angle`` and either ``norm_x`` and ``norm_y`` or
-    ``norm_sum`` (= ``|x + y|`` with ``|x| = |y|``).
-    """
-    d, angle = point["d"], point["angle"]
+def point_norms(point):
+    """``(|x|, |y|)`` of a point: ``norm_x``, ``norm_y``, or both from ``norm_sum``."""
     if point.get("norm_sum") is not None:
-        nx = ny = norms_from_sum(point["norm_sum"], angle)
-    else:
-        nx, ny = point["norm_x"], point["norm_y"]
-    return theory.geometry_from_angle(d, nx, ny, angle)
+        n = norms_from_sum(point["norm_sum"], point["angle"])
+        return n, n
+    return point["norm_x"], point["norm_y"]
 
 
 def norms_from_sum(norm_sum, angle):
-    """``|x| = |y|`` giving ``|x + y| = norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``."""
+    """|x| = |y| giving |x + y| = ``norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``."""
     c = math.cos(angle / 2.0)
     if c <= 0.0:
         raise ValueError("norm_sum needs angle < pi (|x + y| = 0 at angle pi)")
     return norm_sum / (2.0 * c)
 
 
+def point_geometry(point):
+    """The :class:`rfkernels.theory.Geometry` of a point's ``d``, norms and ``angle``."""
+    return theory.geometry_from_angle(point["d"], *point_norms(point), point["angle"])
+
+
 def point_vectors(point):
     """x, y (shape (d,)) realising a point's geometry."""
-    d, angle = point["d"], point["angle"]
-    if point.get("norm_sum") is not None:
-        nx = ny = norms_from_sum(point["norm_sum"], angle)
-    else:
-        nx, ny = point["norm_x"], point["norm_y"]
-    return theory.pair(d, nx, ny, angle)
+    return theory.pair(point["d"], *point_norms(point), point["angle"])
 
 
 def theory_columns(geom, m, kind, ensemble, norms):
