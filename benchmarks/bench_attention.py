@@ -31,18 +31,11 @@ import time
 import tracemalloc
 
 import numpy as np
+from _timing import best_of
 
 from rfkernels.attention import favor_attention, softmax_attention
 from rfkernels.projections import draw_projections
 
-
-def _best_time(fn, repeat):
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _peak_mib(fn):
@@ -99,11 +92,11 @@ def main(argv=None):
         exact()  # warm-up, and decides how many repeats are affordable
         once = time.perf_counter() - t0
         repeat = args.repeat if once < 2.0 else 1
-        t_exact = min(once, _best_time(exact, repeat - 1)) if repeat > 1 else once
+        t_exact = min(once, best_of(exact, repeat - 1)) if repeat > 1 else once
         favor()
         favor_causal()
-        t_favor = _best_time(favor, args.repeat)
-        t_causal = _best_time(favor_causal, args.repeat)
+        t_favor = best_of(favor, args.repeat)
+        t_causal = best_of(favor_causal, args.repeat)
         m_exact = _peak_mib(exact)
         m_favor = _peak_mib(favor)
         m_causal = _peak_mib(favor_causal)

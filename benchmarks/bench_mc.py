@@ -27,10 +27,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 import numba
 import numpy as np
+from _timing import best_of
 from rfkernels.analysis import monte_carlo_mse
 
 from rfkernels import theory
@@ -38,14 +38,6 @@ from rfkernels.backends import cupy_available
 
 CONFIGS = [(64, 64), (16, 16), (64, 16), (16, 64), (256, 256)]
 
-
-def best_of(fn, repeat):
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def literal_reference(x, y, m, d, trials, rng, batch=256):

@@ -8,22 +8,14 @@ not use it). Usage (from the repository root, package installed)::
     python benchmarks/bench_theory.py
 """
 
-import time
 
 import numpy as np
+from _timing import best_of
 from scipy import special
 
 from rfkernels import theory
 from rfkernels.analysis.sweep import SweepSpec, theory_table
 
-
-def best_of(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def naive_orthogonal_positive(geom, m):

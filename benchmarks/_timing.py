@@ -1,0 +1,13 @@
+"""Timing helper shared by the benchmark scripts (run them from the repository root)."""
+
+import time
+
+
+def best_of(fn, repeat=3):
+    """The shortest of ``repeat`` wall-clock timings of ``fn()``, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
