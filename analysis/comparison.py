@@ -11,13 +11,17 @@ function for every point of a grid.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
 import numpy as np
 
 from rfkernels import theory
-from rfkernels._validation import check_choice, check_int, check_kind, check_norms
+from rfkernels._validation import ENSEMBLES, check_choice, check_int, check_kind, check_norms, check_seed
+from rfkernels.backends import check_backend
+
+from .points import canonical_point, point_geometry, point_seed, point_vectors
 
 #: Columns :func:`evaluate_point` adds to the point's own variables, in order.
 RESULT_COLUMNS = (
@@ -35,6 +39,7 @@ RESULT_COLUMNS = (
     "k_hat",
     "max_share",
     "tail_ok",
+    "note",
     "seconds",
 )
 
@@ -42,60 +47,41 @@ RESULT_COLUMNS = (
 Z_THRESHOLD = 4.0
 
 
-def point_norms(point):
-    """``(|x|, |y|)`` of a point: ``norm_x``, ``norm_y``, or both from ``norm_sum``."""
-    if point.get("norm_sum") is not None:
-        n = norms_from_sum(point["norm_sum"], point["angle"])
-        return n, n
-    return point["norm_x"], point["norm_y"]
-
-
-def norms_from_sum(norm_sum, angle):
-    """|x| = |y| giving |x + y| = ``norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``."""
-    c = math.cos(angle / 2.0)
-    if c <= 0.0:
-        raise ValueError("norm_sum needs angle < pi (|x + y| = 0 at angle pi)")
-    return norm_sum / (2.0 * c)
-
-
-def point_geometry(point):
-    """The :class:`rfkernels.theory.Geometry` of a point's ``d``, norms and ``angle``."""
-    return theory.geometry_from_angle(point["d"], *point_norms(point), point["angle"])
-
-
-def point_vectors(point):
-    """x, y (shape (d,)) realising a point's geometry."""
-    return theory.pair(point["d"], *point_norms(point), point["angle"])
-
-
 def theory_columns(geom, m, kind, ensemble, norms):
-    """mse_exact, mse_lemma2, theorem2_bound for arrays of points (None/NaN where none applies).
+    """mse_exact, mse_lemma2, theorem2_bound and a note, for arrays of points.
 
-    Returns a dict of float arrays; NaN marks "no such statement" (Lemma 2
-    and Theorem 2 are chi-norm results, Theorem 2 needs m <= d and positive
-    features, the unfixed-QR ensemble has no closed form). Values beyond
-    float64 are +inf only if they overflow, which the caller reports.
+    Returns a dict of arrays. NaN marks "no such statement" (Lemma 2 and
+    Theorem 2 are chi-norm results, Theorem 2 needs m <= d and positive
+    features, the unfixed-QR ensemble has no closed form) and also a value
+    beyond float64, which ``note`` then reports with its natural log — a
+    table never holds a silent inf.
     """
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
-    nan = np.full(shape, np.nan)
-    out = {"mse_exact": nan.copy(), "mse_lemma2": nan.copy(), "theorem2_bound": nan.copy()}
-    with np.errstate(over="ignore"):
-        if ensemble in theory.THEORY_ENSEMBLES:
-            out["mse_exact"] = np.exp(
-                theory.exact_mse_from_geometry(geom, m, kind, ensemble=ensemble, norms=norms, log=True)
-            ) * np.ones(shape)
-        if norms == "chi":
-            out["mse_lemma2"] = np.exp(
-                theory.lemma2_mse_from_geometry(geom, m, kind, log=True)
-            ) * np.ones(shape)
-            if kind == "positive" and ensemble == "orthogonal":
-                m_arr = np.broadcast_to(m, shape)
-                ok = m_arr <= np.broadcast_to(geom.d, shape)
-                if np.any(ok):
-                    sub = theory.Geometry(*(np.broadcast_to(a, shape)[ok] for a in geom))
-                    bound = out["theorem2_bound"]
-                    bound[ok] = np.exp(theory.theorem2_bound_from_geometry(sub, m_arr[ok], log=True))
+    logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
+    if ensemble in theory.THEORY_ENSEMBLES:
+        logs["mse_exact"][...] = theory.exact_mse_from_geometry(
+            geom, m, kind, ensemble=ensemble, norms=norms, log=True)
+    if norms == "chi":
+        logs["mse_lemma2"][...] = theory.lemma2_mse_from_geometry(geom, m, kind, log=True)
+        if kind == "positive" and ensemble == "orthogonal":
+            m_arr = np.broadcast_to(m, shape)
+            ok = m_arr <= np.broadcast_to(geom.d, shape)
+            if np.any(ok):
+                sub = theory.Geometry(*(np.broadcast_to(a, shape)[ok] for a in geom))
+                logs["theorem2_bound"][ok] = theory.theorem2_bound_from_geometry(sub, m_arr[ok], log=True)
+    out = {}
+    note = np.full(shape, "", dtype=object)
+    for name, lv in logs.items():
+        over = lv > _LOG_MAX
+        out[name] = np.exp(np.where(over, np.nan, lv))
+        for i in zip(*np.nonzero(over)) if over.ndim else ([()] if over else []):
+            note[i] = (note[i] + "; " if note[i] else "") + f"{name} beyond float64: log = {lv[i]:.6g}"
+    out["note"] = note
     return out
+
+
+#: Natural log of the largest float64.
+_LOG_MAX = float(np.log(np.finfo(np.float64).max))
 
 
 def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", chunk=None,
@@ -126,18 +112,24 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     row = dict(point)
     nan = float("nan")
     row.update({k: nan for k in RESULT_COLUMNS})
-    row.update({k: float(v) for k, v in th.items()})
+    row.update({k: float(v) for k, v in th.items() if k != "note"})
+    notes = [str(th["note"][()])] if th["note"][()] else []
     row["trials"] = 0
     row["tail_ok"] = ""
     if not theory_only:
         from .monte_carlo import monte_carlo_mse
 
         x, y = point_vectors(point)
-        res = monte_carlo_mse(
-            x, y, point["m"], point["kind"], ensemble=point["ensemble"], norms=point["norms"],
-            trials=trials, seed=seed, backend=backend, method=method, chunk=chunk,
-        )
-        row.update(_mc_columns(res, row["mse_exact"]))
+        try:
+            res = monte_carlo_mse(
+                x, y, point["m"], point["kind"], ensemble=point["ensemble"], norms=point["norms"],
+                trials=trials, seed=seed, backend=backend, method=method, chunk=chunk,
+            )
+        except FloatingPointError as exc:  # this point's MSE is beyond float64: say so, go on
+            notes.append(f"Monte Carlo not run: {exc}")
+        else:
+            row.update(_mc_columns(res, row["mse_exact"]))
+    row["note"] = "; ".join(notes)
     row["seconds"] = time.perf_counter() - start
     return row
 
@@ -145,7 +137,9 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
 def _mc_columns(res, mse_exact):
     """The Monte Carlo columns of a row from a Monte Carlo result object."""
     low, high = res.ci95
-    z = (res.mse - mse_exact) / res.stderr if (res.stderr > 0 and math.isfinite(mse_exact)) else float("nan")
+    # z against this row's exact value, where the Monte Carlo result says a z means anything
+    meaningful = res.z is not None and res.stderr > 0 and math.isfinite(mse_exact)
+    z = (res.mse - mse_exact) / res.stderr if meaningful else float("nan")
     return {
         "trials": int(res.trials),
         "mse_mc": float(res.mse),
@@ -203,28 +197,33 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
         :func:`statements` (``exact_le_bound``, ``iid_eq_lemma2``,
         ``mc_consistent``).
     """
-    from .sweep import point_seed
-
     check_norms(norms)
     trials = check_int(trials, "trials", minimum=2)
-    rows = []
+    check_seed(seed)
+    check_backend(backend)
+    check_choice(method, "method", ("reduced", "literal"))
+    kinds = [check_kind(k) for k in kinds]
+    ensembles = [check_choice(e, "ensemble", ENSEMBLES) for e in ensembles]
+    ms = [check_int(mm, "m") for mm in m]
+    # every point is built and its geometry checked before any Monte Carlo runs
+    points = []
     for g in geometries:
         if not isinstance(g, dict):
             d, nx, ny, angle = g
             g = {"d": d, "norm_x": nx, "norm_y": ny, "angle": angle}
-        for kind in kinds:
-            check_kind(kind)
-            for ensemble in ensembles:
-                check_choice(ensemble, "ensemble", ("iid", "orthogonal", "orthogonal-unfixed-qr"))
-                for mm in m:
-                    point = {"kind": kind, "ensemble": ensemble, "norms": norms,
-                             "d": int(g["d"]), "m": check_int(mm, "m"), "angle": float(g["angle"]),
-                             "norm_x": g.get("norm_x"), "norm_y": g.get("norm_y"),
-                             "norm_sum": g.get("norm_sum")}
-                    row = evaluate_point(point, trials=trials, seed=point_seed(seed, point),
-                                         backend=backend, method=method)
-                    row.update(statements(row))
-                    rows.append(row)
+        base = canonical_point({"d": g["d"], "angle": g["angle"], "norm_x": g.get("norm_x"),
+                                "norm_y": g.get("norm_y"), "norm_sum": g.get("norm_sum")})
+        point_geometry(base)
+        for kind, ensemble, mm in itertools.product(kinds, ensembles, ms):
+            points.append({"kind": kind, "ensemble": ensemble, "norms": norms, "d": base["d"],
+                           "m": mm, "angle": base["angle"], "norm_x": base["norm_x"],
+                           "norm_y": base["norm_y"], "norm_sum": base["norm_sum"]})
+    rows = []
+    for point in points:
+        row = evaluate_point(point, trials=trials, seed=point_seed(seed, point), backend=backend,
+                             method=method)
+        row.update(statements(row))
+        rows.append(row)
     return rows
 
 
@@ -268,8 +267,6 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
         if directions.shape[1] != d:
             raise ValueError(f"directions must have shape (n, d={d}); got {directions.shape}")
         named = {f"dir_{i}": v for i, v in enumerate(directions)}
-    from .sweep import point_seed
-
     blocks = -(-m // d)  # projections per trial, rounded up to whole blocks
     rows = []
     for ensemble in ensembles:

@@ -384,8 +384,13 @@ def _reach(kind, length, samples, m):
     return float(samples * m * beyond * (2.0 if kind == "hyperbolic" else 1.0))
 
 
-def _tail_from_top(top, samples, total, maximum, constant, reach):
-    """:class:`TailDiagnostic` from the ``n_tail + 1`` largest values (any order)."""
+def _tail_from_top(top, samples, total, maximum, constant, reach, below_resolution=False):
+    """:class:`TailDiagnostic` from the ``n_tail + 1`` largest values (any order).
+
+    ``below_resolution``: the normalised squared errors are so small that the
+    rounding of the estimates themselves dominates them (or rounds them all
+    to 0 where the exact MSE is not 0); nothing about the error can be read.
+    """
     n_tail = tail_size(samples)
     share = maximum / total if total > 0 else float("nan")
     k, fit_problem = float("nan"), None
@@ -401,7 +406,11 @@ def _tail_from_top(top, samples, total, maximum, constant, reach):
         else:
             k = float(_gpd_k(exceed))
 
-    if constant and maximum == 0.0:
+    if below_resolution:
+        ok, note = False, ("the squared errors are at the rounding level of the estimates "
+                           "(relative error below ~1e-14): the Monte Carlo MSE, its error bar "
+                           "and z are not meaningful here; use the exact MSE")
+    elif constant and maximum == 0.0:
         ok, note = True, "every squared error is 0: the estimator is exact here"
     elif reach is not None and reach < REACH_MIN:
         ok, note = False, (f"the trials reach the region the MSE comes from (beyond 2|x+y|) "
@@ -699,6 +708,10 @@ def _run(s):
     return tuple(_result(s, pair, acc, elapsed) for pair, acc in enumerate(accs))
 
 
+#: Relative resolution of a normalised estimate (a few dozen roundings).
+RESOLUTION = 64 * float(np.finfo(np.float64).eps)
+
+
 def _scaled(value, log_factor, what):
     """``value * exp(log_factor)`` without intermediate overflow; raises if the result overflows."""
     if value == 0.0:
@@ -719,9 +732,15 @@ def _result(s, pair, acc, elapsed):
     bias_se = _scaled(math.sqrt(max(acc.err.variance, 0.0) / n), log_c, "the bias's standard error")
     mean_est = _scaled(acc.err.mean + nm.target, log_c, "the mean estimate")
     exact = s.exact[pair]
-    z = (mse - exact) / stderr if (exact is not None and stderr > 0) else None
-    tail = _tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, acc.sq.m2 == 0.0,
-                          _reach(s.kind, nm.length, n, s.m))
+    # Normalised estimates are O(1) and carry rounding of about eps each, so
+    # squared errors below RESOLUTION**2 (or a spread of them below that
+    # level) are rounding, not estimator error.
+    constant = acc.sq.m2 <= (RESOLUTION * max(acc.sq.mean, RESOLUTION)) ** 2 * n
+    below = acc.sq.mean < RESOLUTION**2 and not (exact == 0.0)
+    tail = _tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
+                          _reach(s.kind, nm.length, n, s.m), below_resolution=below)
+    meaningful = exact is not None and stderr > 0 and not below and not constant
+    z = (mse - exact) / stderr if meaningful else None
     return MonteCarloResult(
         kind=s.kind, ensemble=s.ensemble, norms=s.norms, method=s.method, backend=s.backend,
         d=s.d, m=s.m, trials=n, pair=pair,

@@ -43,9 +43,8 @@ from rfkernels._validation import ENSEMBLES, KINDS, NORMS
 from rfkernels.backends import BACKENDS
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
+from .points import GRID_AXES, norms_from_sum, point_id, point_seed
 
-#: Grid axes, in the order they appear in the table.
-GRID_AXES = ("kind", "ensemble", "norms", "backend", "d", "m", "angle", "norm_x", "norm_y", "norm_sum")
 #: Keys of the ``[run]`` table and their defaults.
 RUN_DEFAULTS = {
     "trials": 100_000,
@@ -66,34 +65,6 @@ FORMAT = "rfkernels-sweep/1"
 
 class SweepError(ValueError):
     """A sweep cannot start: bad grid, or results that must not be touched."""
-
-
-def point_seed(root_seed, point):
-    """``SeedSequence(root_seed, spawn_key=H(point))``: a point's own stream.
-
-    ``H`` is SHA-256 of the point's canonical JSON (sorted keys), cut into
-    four 32-bit words; the stream depends on what the point *is*, not on when
-    it runs.
-    """
-    canon = json.dumps(point, sort_keys=True, default=_json_default).encode()
-    digest = hashlib.sha256(canon).digest()
-    key = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
-    entropy = root_seed.entropy if isinstance(root_seed, np.random.SeedSequence) else int(root_seed)
-    return np.random.SeedSequence(entropy, spawn_key=key)
-
-
-def point_id(point):
-    """A short stable identifier of a point (hex of its hash)."""
-    canon = json.dumps(point, sort_keys=True, default=_json_default).encode()
-    return hashlib.sha256(canon).hexdigest()[:16]
-
-
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    raise TypeError(f"not JSON serialisable: {o!r}")
 
 
 @dataclass(frozen=True)
@@ -222,13 +193,13 @@ def _check_axis_value(axis, v):
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise SweepError(f"grid.{axis}: values must be numbers; got {v!r}")
+    if not math.isfinite(float(v)):
+        raise SweepError(f"grid.{axis}: values must be finite; got {v!r}")
     if axis in ("d", "m"):
-        if float(v) != int(v) or int(v) < 1:
-            raise SweepError(f"grid.{axis}: values must be integers >= 1; got {v!r}")
+        if float(v) != int(v) or not 1 <= int(v) <= 2**31:
+            raise SweepError(f"grid.{axis}: values must be integers in [1, 2**31]; got {v!r}")
         return int(v)
     v = float(v)
-    if not math.isfinite(v):
-        raise SweepError(f"grid.{axis}: values must be finite; got {v!r}")
     if axis == "angle" and not 0.0 <= v <= math.pi:
         raise SweepError(f"grid.angle: values must lie in [0, pi] radians; got {v!r}")
     if axis in ("norm_x", "norm_y", "norm_sum") and v < 0:
@@ -242,6 +213,10 @@ def _check_run(run):
         t = int(t)
     if isinstance(t, bool) or not isinstance(t, int) or t < 2:
         raise SweepError(f"run.trials: must be an integer >= 2; got {run['trials']!r}")
+    from rfkernels.reduced import MAX_TRIALS
+
+    if t > MAX_TRIALS:
+        raise SweepError(f"run.trials: at most {MAX_TRIALS} per point; got {t}")
     run["trials"] = t
     seed = run["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -264,11 +239,10 @@ def _check_run(run):
 
 def run_point(point, run):
     """Evaluate one point (module-level so process pools and Dask can ship it)."""
-    # The stream depends on what is sampled, not on which backend samples it:
-    # rows that differ only in backend must agree (to rounding).
+    # point_seed ignores the backend: rows that differ only in backend agree
     what = {k: v for k, v in point.items() if k != "backend"}
     row = evaluate_point(
-        what, trials=run["trials"], seed=point_seed(run["seed"], what), backend=point["backend"],
+        what, trials=run["trials"], seed=point_seed(run["seed"], point), backend=point["backend"],
         method=run["method"], chunk=run["chunk"], theory_only=run["theory_only"],
     )
     row["backend"] = point["backend"]
@@ -310,9 +284,10 @@ def theory_table(spec):
     n = cols["d"].size
     for name in ("mse_exact", "mse_lemma2", "theorem2_bound"):
         cols[name] = np.full(n, np.nan)
+    cols["note"] = np.full(n, "", dtype=object)
     angle = cols["angle"].astype(float)
     if "norm_sum" in spec.grid:
-        nx = ny = cols["norm_sum"].astype(float) / (2.0 * np.cos(angle / 2.0))
+        nx = ny = norms_from_sum(cols["norm_sum"].astype(float), angle)
     else:
         nx, ny = cols["norm_x"].astype(float), cols["norm_y"].astype(float)
     g = spec.grid
@@ -338,6 +313,7 @@ def _theory_rows(spec):
         r["trials"], r["tail_ok"], r["seconds"] = 0, "", 0.0
         for name in ("mse_exact", "mse_lemma2", "theorem2_bound"):
             r[name] = float(cols[name][i])
+        r["note"] = str(cols["note"][i])
         rows.append(r)
     return rows
 
@@ -398,6 +374,25 @@ def read_results(path, spec=None):
         seen.add(row["point_id"])
         rows.append(row)
     return rows, torn
+
+
+def _check_geometries(spec):
+    """Every grid point's geometry and backend are usable, before anything is written."""
+    from rfkernels import theory
+    from rfkernels.backends import check_backend
+
+    for backend in spec.grid["backend"]:
+        check_backend(backend)
+    cols, _ = grid_arrays(spec)
+    angle = cols["angle"].astype(float)
+    try:
+        if "norm_sum" in spec.grid:
+            nx = ny = norms_from_sum(cols["norm_sum"].astype(float), angle)
+        else:
+            nx, ny = cols["norm_x"].astype(float), cols["norm_y"].astype(float)
+        theory.geometry_from_angle(cols["d"], nx, ny, angle)
+    except ValueError as exc:
+        raise SweepError(f"grid: {exc}") from None
 
 
 def _prepare_out(out_dir, spec, resume):
@@ -466,9 +461,11 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
         raise SweepError(f"workers must be an integer >= 1; got {workers!r}")
     if scheduler is not None and client is not None:
         raise SweepError("give scheduler or client, not both")
-    done_rows = _prepare_out(out_dir, spec, resume)
+    _check_geometries(spec)
     results = os.path.join(out_dir, RESULTS_NAME)
     sidecar = os.path.join(out_dir, SIDECAR_NAME)
+    new_files = [p for p in (results, sidecar) if not os.path.exists(p)]
+    done_rows = _prepare_out(out_dir, spec, resume)
     points = spec.points()
     done = {r["point_id"] for r in done_rows}
     todo = [p for p in points if point_id(p) not in done]
@@ -481,16 +478,18 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
     }
     started = time.time()
     if not os.path.exists(sidecar):
-        atomic_write(sidecar, json.dumps(meta, indent=1, default=_json_default) + "\n")
+        atomic_write(sidecar, json.dumps(meta, indent=1) + "\n")
     if not os.path.exists(results):
         atomic_write(results, ",".join(COLUMNS) + "\n")
 
     bar = _progress_bar(len(points), len(points) - len(todo), progress)
     fd = os.open(results, os.O_WRONLY | os.O_APPEND)
+    recorded = [0]
     try:
         def record(row):
             os.write(fd, _row_line(row).encode())
             os.fsync(fd)
+            recorded[0] += 1
             bar.update(1)
 
         if spec.run["theory_only"]:
@@ -510,6 +509,12 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
         else:
             for p in todo:
                 record(run_point(p, spec.run))
+    except BaseException:
+        if recorded[0] == 0:  # nothing computed: leave the folder as this run found it
+            for path in new_files:
+                if os.path.exists(path):
+                    os.unlink(path)
+        raise
     finally:
         os.close(fd)
         bar.close()
@@ -524,7 +529,7 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
         "point_seconds_total": seconds,
         "points_this_run": len(todo),
     }})
-    atomic_write(sidecar, json.dumps(meta, indent=1, default=_json_default) + "\n")
+    atomic_write(sidecar, json.dumps(meta, indent=1) + "\n")
     return results
 
 
@@ -559,7 +564,7 @@ def load_table(path):
     for r in rows:
         t = {}
         for k, v in r.items():
-            if k in ("kind", "ensemble", "norms", "backend", "point_id"):
+            if k in ("kind", "ensemble", "norms", "backend", "point_id", "note"):
                 t[k] = v
             elif k in ("d", "m", "trials"):
                 t[k] = int(v)

@@ -71,6 +71,9 @@ def check_int_array(value, name, minimum=1):
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise TypeError(f"{name} must hold integers; got {value!r}")
+    limit = 2**62  # far beyond any meaningful count; below int64's wrap-around
+    if arr.dtype == object or np.any(np.abs(arr.astype(np.float64)) > limit):
+        raise ValueError(f"{name} must hold integers below 2**62; got {value!r}")
     out = arr.astype(np.int64)
     if np.any(out < minimum):
         raise ValueError(f"{name} must be >= {minimum}; got {value!r}")

@@ -462,3 +462,25 @@ def test_cupy_same_estimates_and_literal_on_device():
     ref = monte_carlo_mse(X, Y, M, "positive", ensemble="orthogonal", trials=500, seed=2,
                           method="literal")
     assert lit.mse == pytest.approx(ref.mse, rel=1e-10)
+
+
+def test_rounding_level_errors_are_flagged_not_called_exact():
+    from rfkernels import theory
+
+    x, y = theory.pair(4, 1.0, 1.0, 1e-9)  # |x - y| = 1e-9: the trig MSE is ~1e-37
+    res = monte_carlo_mse(x, y, 4, "trig", trials=20000, seed=0)
+    assert res.mse_exact > 0
+    assert res.tail_ok is False and res.z is None
+    assert "rounding level" in res.tail.note
+    x = np.array([0.3, 0.2])  # x = -y: the positive estimate is exact for every draw
+    res = monte_carlo_mse(x, -x, 4, "positive", trials=2000, seed=0)
+    assert res.mse == 0.0 and res.mse_exact == 0.0 and res.tail_ok is True
+
+
+def test_constant_estimates_give_no_z():
+    from rfkernels import theory
+
+    x, y = theory.pair(1, 0.4, 0.5, 0.0)  # d = 1, fixed norms: w = ±1, cosh is deterministic
+    res = monte_carlo_mse(x, y, 1, "hyperbolic", norms="fixed", trials=5000, seed=0)
+    assert res.z is None and res.tail_ok is False
+    assert res.mse == pytest.approx(res.mse_exact, rel=1e-9)  # the squared bias, exactly

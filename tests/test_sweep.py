@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from rfkernels import theory
-from rfkernels.analysis import comparison as compare_mod
+from rfkernels.analysis import points as compare_mod
 from rfkernels.analysis.comparison import bias_audit, compare
+from rfkernels.analysis.points import point_seed
 from rfkernels.analysis.sweep import (
     COLUMNS,
     SweepError,
     SweepSpec,
     load_table,
-    point_seed,
     run_sweep,
     theory_table,
 )
@@ -75,8 +75,8 @@ def test_issue_grid_file_parses(tmp_path):
     "grid,run,match",
     [
         ({**SMALL, "m": []}, {}, r"grid\.m: empty axis"),
-        ({**SMALL, "m": [0, 2]}, {}, r"grid\.m: values must be integers >= 1"),
-        ({**SMALL, "m": [2.5]}, {}, r"grid\.m: values must be integers >= 1"),
+        ({**SMALL, "m": [0, 2]}, {}, r"grid\.m: values must be integers in \[1, 2\*\*31\]"),
+        ({**SMALL, "m": [2.5]}, {}, r"grid\.m: values must be integers in \[1, 2\*\*31\]"),
         ({**SMALL, "angle": [0.5, 4.0]}, {}, r"grid\.angle: values must lie in \[0, pi\]"),
         ({**SMALL, "colour": [1]}, {}, r"grid\.colour: unknown key"),
         ({**SMALL, "kind": ["gauss"]}, {}, r"grid\.kind: 'gauss' is not one of"),
@@ -333,3 +333,68 @@ def test_cli_help_shows_defaults(capsys):
         main(["sweep", "--help"])
     text = capsys.readouterr().out
     assert "--resume" in text and "--scheduler" in text
+
+
+# ---------------------------------------------------------------------------
+# Edge cases found in review
+# ---------------------------------------------------------------------------
+
+
+def test_one_geometry_one_stream_whatever_the_number_types():
+    a = compare([(4, 1, 1, 0.5)], m=(4,), trials=1000)[0]
+    b = compare([(4, 1.0, 1.0, 0.5)], m=(4,), trials=1000)[0]
+    assert a["mse_mc"] == b["mse_mc"]
+    spec = SweepSpec.from_dict({"d": [4], "m": [4], "angle": [0.5], "norm_x": [1], "norm_y": [1]},
+                               {"trials": 1000})
+    from rfkernels.analysis.sweep import run_point
+
+    assert run_point(spec.points()[0], spec.run)["mse_mc"] == a["mse_mc"]
+
+
+def test_compare_checks_everything_before_any_work():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        compare([(4, 1.0, 1.0, 0.5)], kinds=("positive", "bogus"), m=(4,), trials=10**7)
+    with pytest.raises(TypeError, match="d must be an integer"):
+        compare([(2.7, 1, 1, 0.5)], m=(2,))
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        compare([(4, 1, 1, 0.5)], m=(2,), seed=-1)
+
+
+def test_values_beyond_float64_are_reported_not_written_as_inf(tmp_path):
+    grid = {"d": [4], "m": [4], "angle": [0.0], "norm_x": [30.0, 0.3], "norm_y": [30.0, 0.3]}
+    path = run_sweep(SweepSpec.from_dict(grid, {"theory_only": True}), str(tmp_path / "t"))
+    text = open(path).read()
+    assert "inf" not in text.replace("info", "")
+    rows = load_table(path)
+    big = [r for r in rows if r["norm_x"] == 30.0 and r["norm_y"] == 30.0][0]
+    assert big["mse_exact"] is None and "mse_exact beyond float64: log = " in big["note"]
+    small = [r for r in rows if r["norm_x"] == 0.3 and r["norm_y"] == 0.3][0]
+    assert small["note"] == "" and small["mse_exact"] > 0
+    # with Monte Carlo the point is reported and the sweep goes on
+    path = run_sweep(SweepSpec.from_dict(grid, {"trials": 200}), str(tmp_path / "mc"))
+    rows = load_table(path)
+    assert len(rows) == 4
+    assert any("Monte Carlo not run" in r["note"] for r in rows)
+    assert all(r["mse_mc"] is not None for r in rows if r["norm_x"] == r["norm_y"] == 0.3)
+
+
+def test_a_failed_start_leaves_the_folder_reusable(tmp_path):
+    out = tmp_path / "o"
+    bad = SweepSpec.from_dict({"d": [4], "m": [2], "angle": [0.5]},
+                              {"trials": 100, "backend": "cupy", "method": "literal"})
+    from rfkernels.backends import cupy_available
+
+    if cupy_available():
+        pytest.skip("needs a machine without CuPy")
+    with pytest.raises(ImportError, match="gpu"):
+        run_sweep(bad, str(out))
+    good = SweepSpec.from_dict({"d": [4], "m": [2], "angle": [0.5]}, {"trials": 100})
+    assert os.path.exists(run_sweep(good, str(out)))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e30])
+def test_non_finite_or_huge_axis_values_name_the_key(value):
+    with pytest.raises(SweepError, match=r"grid\.d: values must be"):
+        SweepSpec.from_dict({**SMALL, "d": [value]})
+    with pytest.raises(SweepError, match=r"run\.trials: at most"):
+        SweepSpec.from_dict(SMALL, {"trials": 10**30})

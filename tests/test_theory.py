@@ -363,3 +363,10 @@ def test_docstring_examples():
 
     result = doctest.testmod(theory, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 5 and result.failed == 0
+
+
+def test_huge_integer_arguments_are_refused_not_wrapped():
+    x, y = pair(4, 0.5, 0.5, 1.0)
+    for m in (2**63, 1e20):
+        with pytest.raises(ValueError, match="m must hold integers below 2\\*\\*62"):
+            exact_mse(x, y, m, "positive")

@@ -1,0 +1,100 @@
+"""Grid points: their canonical form, identity, random stream and geometry.
+
+A *point* is a dict of the grid variables (:data:`GRID_AXES`): estimator
+``kind``, ``ensemble``, ``norms``, ``backend``, ``d``, ``m``, ``angle`` and
+``norm_x``/``norm_y`` or ``norm_sum`` (= |x + y| with |x| = |y|). Comparisons,
+sweeps and figures all derive a point's random stream here, from what the
+point *is*, so one geometry gets one stream wherever it is evaluated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+
+from rfkernels import theory
+from rfkernels._validation import check_int
+
+#: Grid axes, in the order they appear in tables.
+GRID_AXES = ("kind", "ensemble", "norms", "backend", "d", "m", "angle", "norm_x", "norm_y", "norm_sum")
+_INT_AXES = ("d", "m")
+_FLOAT_AXES = ("angle", "norm_x", "norm_y", "norm_sum")
+
+
+def canonical_point(point):
+    """The point with ints for d and m, floats for angle and norms, and no backend.
+
+    ``1`` and ``1.0`` are the same norm, and the backend does not change what
+    is sampled (rows that differ only in backend agree), so neither may
+    change the point's identity. Keys outside :data:`GRID_AXES` are kept.
+    """
+    out = {}
+    for key, value in point.items():
+        if key == "backend":
+            continue
+        if value is not None and key in _INT_AXES:
+            value = check_int(value, key)
+        elif value is not None and key in _FLOAT_AXES:
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{key} must be finite; got {value!r}")
+        out[key] = value
+    return out
+
+
+def _digest(point):
+    canon = json.dumps(canonical_point(point), sort_keys=True)
+    return hashlib.sha256(canon.encode()).digest()
+
+
+def point_seed(root_seed, point):
+    """``SeedSequence(root_seed, spawn_key=H(point))``: the point's own stream.
+
+    ``H`` is SHA-256 of the canonical point's JSON, cut into four 32-bit
+    words: the stream depends on what the point is, not on when, where or
+    by which backend it runs.
+    """
+    digest = _digest(point)
+    key = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
+    entropy = root_seed.entropy if isinstance(root_seed, np.random.SeedSequence) else int(root_seed)
+    return np.random.SeedSequence(entropy, spawn_key=key)
+
+
+def point_id(point):
+    """A short stable identifier of a grid row (its backend included)."""
+    canon = json.dumps({"point": canonical_point(point), "backend": point.get("backend")},
+                       sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def norms_from_sum(norm_sum, angle):
+    """|x| = |y| giving |x + y| = ``norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``.
+
+    Broadcasts over arrays; ``angle`` must be below π (|x + y| is 0 there).
+    """
+    c = np.cos(np.asarray(angle, dtype=np.float64) / 2.0)
+    if np.any(np.asarray(angle) >= math.pi) or np.any(c <= 0.0):
+        raise ValueError("norm_sum needs angle < pi (|x + y| = 0 at angle pi)")
+    out = np.asarray(norm_sum, dtype=np.float64) / (2.0 * c)
+    return out[()] if out.ndim == 0 else out
+
+
+def point_norms(point):
+    """``(|x|, |y|)`` of a point: ``norm_x``, ``norm_y``, or both from ``norm_sum``."""
+    if point.get("norm_sum") is not None:
+        n = float(norms_from_sum(point["norm_sum"], point["angle"]))
+        return n, n
+    return point["norm_x"], point["norm_y"]
+
+
+def point_geometry(point):
+    """The :class:`rfkernels.theory.Geometry` of a point's ``d``, norms and ``angle``."""
+    return theory.geometry_from_angle(point["d"], *point_norms(point), point["angle"])
+
+
+def point_vectors(point):
+    """x, y (shape (d,)) realising a point's geometry."""
+    return theory.pair(point["d"], *point_norms(point), point["angle"])
