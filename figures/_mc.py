@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rfkernels.analysis.comparison import evaluate_point
-from rfkernels.analysis.sweep import point_seed
+from rfkernels.analysis.points import point_seed
 
 #: Trials per Monte Carlo point: the default run and ``--quick``.
 TRIALS = {False: 1_000_000, True: 4_000}
