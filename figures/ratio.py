@@ -54,8 +54,10 @@ def compute(quick=False, seed=0, progress=None):
         t, p = pair_rows["trig"], pair_rows["positive"]
         ratio = t["mse_mc"] / p["mse_mc"]
         rel = np.hypot(t["stderr"] / t["mse_mc"], p["stderr"] / p["mse_mc"])
+        ratio_theory = float(t["mse_exact"] / p["mse_exact"])
         mc_rows.append({"angle": float(a), "ratio_mc": ratio, "ratio_rel_stderr": float(rel),
-                        "ratio_theory": float(t["mse_exact"] / p["mse_exact"]),
+                        "ratio_theory": ratio_theory,
+                        "z": float((ratio - ratio_theory) / (rel * ratio)),  # delta method
                         "mse_trig_mc": t["mse_mc"], "mse_trig_stderr": t["stderr"],
                         "mse_positive_mc": p["mse_mc"], "mse_positive_stderr": p["stderr"],
                         "tail_ok": bool(t["tail_ok"] and p["tail_ok"]), "trials": t["trials"]})
