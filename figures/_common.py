@@ -107,3 +107,15 @@ def make_figure(module, out_dir, quick=False, seed=0, progress=None):
         stem = module.NAME if len(tables) == 1 else f"{module.NAME}_{'theory' if key == 'lines' else key}"
         paths.append(write_csv(out_dir, stem, rows))
     return FigureResult(module.NAME, paths, data)
+
+
+def theory_curves(ax, lines, x, label):
+    """Exact MSE curves (log y), one per (kind, ensemble) in ``lines``, coloured by kind.
+
+    ``label(kind, ensemble)`` names each curve; iid is dashed, orthogonal solid.
+    """
+    series = dict.fromkeys((r["kind"], r["ensemble"]) for r in lines)
+    for kind, ensemble in series:
+        rows = [r for r in lines if r["kind"] == kind and r["ensemble"] == ensemble]
+        ax.semilogy([r[x] for r in rows], [r["mse_exact"] for r in rows], color=KIND_COLOURS[kind],
+                    ls=ENSEMBLE_STYLES[ensemble]["linestyle"], label=label(kind, ensemble))

@@ -11,7 +11,7 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save
+from ._common import KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save, theory_curves
 from ._mc import mc_point
 from .mse_vs_angle import limit_to_interior
 
@@ -46,12 +46,9 @@ def compute(quick=False, seed=0, progress=None):
 def plot(data, out_dir):
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(5.4, 3.6))
+        theory_curves(ax, data["lines"], "angle",
+                      lambda k, e: f"{KIND_LABELS[k]} (m = {PROJECTIONS[k]}), {e}")
         for kind in KINDS:
-            for ensemble in ("iid", "orthogonal"):
-                rows = [r for r in data["lines"] if r["kind"] == kind and r["ensemble"] == ensemble]
-                ax.semilogy([r["angle"] for r in rows], [r["mse_exact"] for r in rows],
-                            color=KIND_COLOURS[kind], ls=ENSEMBLE_STYLES[ensemble]["linestyle"],
-                            label=f"{KIND_LABELS[kind]} (m = {PROJECTIONS[kind]}), {ensemble}")
             pts = [r for r in data["monte_carlo"] if r["kind"] == kind]
             mc_errorbars(ax, pts, "angle", KIND_COLOURS[kind], "s")
         limit_to_interior(ax, data["lines"])
