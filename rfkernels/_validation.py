@@ -138,3 +138,28 @@ def check_seed(seed):
         "seed must be None, a non-negative int, a numpy.random.SeedSequence "
         f"or a numpy.random.Generator; got {type(seed).__name__}"
     )
+
+
+def available_memory():
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(nbytes, what, fraction=0.8):
+    """Raise MemoryError, before any allocation, if ``what`` needs more than the machine has.
+
+    ``nbytes`` is the caller's estimate of its peak allocation; the limit is
+    ``fraction`` of the physical memory (unknown: no check).
+    """
+    total = available_memory()
+    if total is not None and nbytes > fraction * total:
+        raise MemoryError(
+            f"{what} needs about {nbytes / 2**30:.3g} GiB of memory; this machine has "
+            f"{total / 2**30:.3g} GiB (reduce it, or the chunk size)"
+        )
+    return nbytes

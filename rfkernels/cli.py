@@ -59,15 +59,44 @@ def build_parser():
     return parser
 
 
+#: Exceptions that end a subcommand with exit status 2 and one line on stderr.
+#: ``OSError`` covers files and folders (missing, read-only, a file where a
+#: folder was expected, a full disk) and unreachable Dask schedulers;
+#: ``RuntimeError`` covers a killed pool worker (``BrokenProcessPool``).
+USER_ERRORS = (ValueError, TypeError, ImportError, FloatingPointError, OverflowError,
+               MemoryError, OSError, RuntimeError)
+
+
+def _one_line(exc):
+    """The message of ``exc`` on one line, with its type where the message alone is unclear."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}"
+        if exc.filename2 is not None:
+            text += f" ({exc.filename2})"
+    if not text:
+        text = type(exc).__name__
+    elif isinstance(exc, (MemoryError, RuntimeError)) and type(exc).__name__ not in text:
+        text = f"{type(exc).__name__}: {text}"
+    return text
+
+
 def main(argv=None):
-    """Entry point of the ``rfkernels`` console script; returns the exit status."""
+    """Entry point of the ``rfkernels`` console script; returns the exit status.
+
+    A user never sees a traceback: errors the user can act on print one line
+    ``rfkernels COMMAND: error: ...`` to stderr and return 2; Ctrl-C returns 130.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     _, run, _ = _COMMANDS[args.command]
     try:
         return int(run(args) or 0)
-    except (ValueError, TypeError, ImportError, FloatingPointError, OverflowError) as exc:
-        print(f"rfkernels {args.command}: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"rfkernels {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as exc:
+        print(f"rfkernels {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 
