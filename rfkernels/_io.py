@@ -12,6 +12,24 @@ import os
 import platform
 import subprocess
 import tempfile
+import threading
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask():
+    """The process umask, read without changing it where the OS allows (Linux)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:  # elsewhere: set and restore (not atomic across threads that change it)
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def atomic_write(path, content):
@@ -20,6 +38,7 @@ def atomic_write(path, content):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp creates 0600; give what open() gives
         with os.fdopen(fd, "w", newline="") as fh:
             if callable(content):
                 content(fh)
