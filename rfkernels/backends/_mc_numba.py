@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import sys
 
 import numba
 import numpy as np
@@ -191,7 +192,7 @@ def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work):
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")
-def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
+def _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
     """Normalised estimates of trials with counters ``base .. base + len(out) - 1``.
 
     Parameters
@@ -236,7 +237,34 @@ def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
             out[t] = _sum8(p, 0, m) / m
 
 
-def _flush_if_dependencies_changed(dispatcher=reduced_estimates):
+#: Seconds a cold compile of the kernel took, measured (see docs/performance.md).
+COLD_COMPILE_NOTE = "about 30-60 s on 2 cores"
+
+
+def compile_pending(dispatcher=_reduced_estimates_kernel):
+    """True if the next call of ``dispatcher`` compiles (nothing in memory or in the disk cache)."""
+    try:
+        if dispatcher.signatures:
+            return False
+        return not dispatcher._cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - private Numba API; unknown means "may compile"
+        return True
+
+
+def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
+    """Fill ``out`` with the normalised estimates of trials ``base .. base + len(out) - 1``.
+
+    Runs the parallel kernel; before its first compilation in a process
+    with an empty cache, one line saying so goes to stderr, so a first run
+    is not mistaken for a hang.
+    """
+    if compile_pending():
+        print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
+              "cached for later runs) ...", file=sys.stderr, flush=True)
+    _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length, out)
+
+
+def _flush_if_dependencies_changed(dispatcher=_reduced_estimates_kernel):
     """Empty ``dispatcher``'s on-disk cache if the sources it inlines changed since it was written."""
     from .. import _elementary
     from . import _elementary_numba, _rng_numba
