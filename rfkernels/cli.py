@@ -18,7 +18,7 @@ _COMMANDS: dict = {}
 COMMAND_MODULES = ("check", "mse", "compare", "sweep", "attention", "figures")
 
 
-def command(name, help):  # noqa: A002 - argparse's word
+def command(name, help):
     """Register ``add_arguments(parser)`` / ``run(args) -> int`` pairs."""
 
     def wrap(add_arguments):
@@ -31,8 +31,23 @@ def command(name, help):  # noqa: A002 - argparse's word
     return wrap
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Each option's default shown once, as ``(default: ...)``, lists as ``4,16``.
+
+    Nothing is added where the help text already states its default, where
+    the default is None (it comes from elsewhere, e.g. a sweep's TOML file)
+    and for flags (``store_true``).
+    """
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or default is None
+                or default is argparse.SUPPRESS or isinstance(default, bool)):
+            return text
+        if isinstance(default, (list, tuple)):
+            default = ",".join(str(v) for v in default)
+        return f"{text} (default: {str(default).replace('%', '%%')})"
 
 
 def build_parser():

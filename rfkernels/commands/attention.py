@@ -12,7 +12,6 @@ header, a JSON sidecar whose ``"command"`` is ``"attention"``), or with
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -21,28 +20,11 @@ from pathlib import Path
 
 from .._io import atomic_write, git_revision, package_versions
 from ..cli import command
+from ._options import LIST_NOTE, add_list, float_value, int_value
+from ._output import dumps
 
 #: Default grid of the number of projections m (Figure 4 goes up to 256).
-DEFAULT_M = "2,4,8,16,32,64,128,256"
-
-
-def _int_list(text):
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers such as 2,4,8; got {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
-
-
-def _name_list(text):
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one name")
-    return values
+DEFAULT_M = (2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def _add_attention(p):
@@ -50,19 +32,20 @@ def _add_attention(p):
     from rfkernels.analysis.attention import DEFAULT_INPUT_SCALE
     from rfkernels.attention import NONPOSITIVE_POLICIES
 
-    p.add_argument("--L", type=int, default=4096, help="sequence length")
-    p.add_argument("--d", type=int, default=16, help="dimension of queries, keys and values")
-    p.add_argument("--m", type=_int_list, default=DEFAULT_M,
-                   help="comma-separated numbers of projections")
-    p.add_argument("--samples", type=int, default=15, help="random inputs per grid point (>= 2)")
-    p.add_argument("--kinds", type=_name_list, default=",".join(KINDS),
-                   help=f"comma-separated estimators among {', '.join(KINDS)}")
-    p.add_argument("--ensembles", type=_name_list, default="iid,orthogonal",
-                   help=f"comma-separated projection ensembles among {', '.join(ENSEMBLES)}")
-    p.add_argument("--input-scale", type=float, default=DEFAULT_INPUT_SCALE,
+    p.epilog = (LIST_NOTE + "\n\nA sample MSE that is not finite is left out of the row's mean (column\n"
+                "non-finite) and is null in the JSON sidecar, with its reason in \"null_reasons\";\n"
+                "'-' marks a row with too few finite samples for the value.")
+    p.add_argument("--L", type=int_value, default=4096, help="sequence length")
+    p.add_argument("--d", type=int_value, default=16, help="dimension of queries, keys and values")
+    add_list(p, "--m", convert=int_value, default=DEFAULT_M, help="numbers of projections")
+    p.add_argument("--samples", type=int_value, default=15, help="random inputs per grid point (>= 2)")
+    add_list(p, "--kind", convert=str, default=KINDS, help=f"estimators among {', '.join(KINDS)}")
+    add_list(p, "--ensemble", convert=str, default=("iid", "orthogonal"),
+             help=f"projection ensembles among {', '.join(ENSEMBLES)}")
+    p.add_argument("--input-scale", type=float_value, default=DEFAULT_INPUT_SCALE,
                    help="sigma: rows of Q and K are N(0, sigma^2/d I_d), so E|q|^2 = sigma^2 "
                         "in the kernel exp(q.k)")
-    p.add_argument("--seed", type=int, default=0, help="root seed (SeedSequence entropy)")
+    p.add_argument("--seed", type=int_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--norms", choices=NORMS, default="chi", help="row norms of the projections")
     p.add_argument("--causal", action="store_true", help="causal (unidirectional) attention")
     p.add_argument("--nonpositive", choices=NONPOSITIVE_POLICIES, default="divide",
@@ -109,8 +92,12 @@ def _check_outputs(out, force):
     return csv_path, json_path
 
 
-def _json_safe(x):
-    return None if isinstance(x, float) and not math.isfinite(x) else x
+def _null_reason(key, value, row):
+    """Why a value of the sidecar is null; None if it is not (or the generic reason will do)."""
+    if key.startswith("mse[") and isinstance(value, float) and math.isnan(value):
+        return ("the sample's FAVOR output is not finite (a normaliser exactly 0 under "
+                "--nonpositive divide, or a reported row under --nonpositive nan)")
+    return None
 
 
 @command("attention", "MSE of FAVOR attention against exact softmax attention (Figure 4)")(
@@ -123,7 +110,7 @@ def _run_attention(args):
 
     csv_path, json_path = _check_outputs(args.out, args.force)
     scale = args.input_scale
-    m_values, kinds, ensembles = args.m, args.kinds, args.ensembles  # argparse parsed the defaults too
+    m_values, kinds, ensembles = args.m, args.kind, args.ensemble
     total = args.samples * (1 + len(m_values) * len(kinds) * len(ensembles))
 
     t0 = time.perf_counter()
@@ -148,7 +135,7 @@ def _run_attention(args):
         "parameters": meta,
         "per_sample_mse": [
             {"m": r["m"], "kind": r["kind"], "ensemble": r["ensemble"],
-             "mse": [_json_safe(float(x)) for x in table.per_sample_mse[i]]}
+             "mse": [float(x) for x in table.per_sample_mse[i]]}
             for i, r in enumerate(table.rows)
         ],
         "versions": package_versions(),
@@ -157,17 +144,21 @@ def _run_attention(args):
         "timings": {"total_s": elapsed, "exact_s": meta["seconds_exact"],
                     "favor_s": meta["seconds_favor"]},
     }
+    sidecar_text = dumps(sidecar, explain=_null_reason, indent=1)  # strict JSON, before any write
     atomic_write(csv_path, table.to_csv)
-    atomic_write(json_path, lambda fh: json.dump(sidecar, fh, indent=1, allow_nan=False))
+    atomic_write(json_path, sidecar_text)
 
     print(f"MSE of the attention output, L={args.L}, d={args.d}, {args.samples} samples, "
           f"input scale {scale:g}; mean +- standard error")
     print(f"{'m':>5} {'kind':>10} {'ensemble':>22} {'mse_mean':>11} {'mse_se':>10} "
-          f"{'rows D<=0':>9}")
+          f"{'rows D<=0':>9} {'non-finite':>10}")
     for r in table.rows:
         mean = "-" if r["mse_mean"] is None else f"{r['mse_mean']:.4e}"
         se = "-" if r["mse_se"] is None else f"{r['mse_se']:.2e}"
         print(f"{r['m']:5d} {r['kind']:>10} {r['ensemble']:>22} {mean:>11} {se:>10} "
-              f"{r['nonpositive_rows_mean']:9.1f}")
+              f"{r['nonpositive_rows_mean']:9.1f} {r['samples_nonfinite']:10d}")
+    if any(r["samples_nonfinite"] for r in table.rows):
+        print("non-finite: samples whose FAVOR output was not finite, left out of the mean "
+              "(null in the sidecar)")
     print(f"wrote {csv_path} and {json_path} in {elapsed:.1f} s")
     return 0

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import math
 
 import numpy as np
 
 from ..cli import command
-
+from ._output import dumps
 
 #: (d, |x|, |y|, angle) of the built-in geometries of ``rfkernels check``.
 CHECK_GEOMETRIES = (
@@ -67,7 +67,24 @@ def theory_check_rows():
 
 
 def _add_check(p):
+    p.epilog = ("An MSE of exactly 0 (log-MSE -inf) is shown as 0 in text and as null with\n"
+                "its reason in --json (each row's \"null_reasons\").\n\n"
+                "Exit status: 0 every statement held; 1 a violation; 2 bad input.")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def null_reason(key, value, row):
+    """Why ``row[key]`` is null in ``rfkernels check --json``; None if it is not null."""
+    if isinstance(value, float) and value == -math.inf and key.startswith("log_"):
+        return "the MSE is exactly 0 (log = -inf)"
+    if value is not None:
+        return None
+    if key in ("log_theorem2_bound", "ort_le_bound"):
+        return "Theorem 2 bounds positive features with m <= d only"
+    if key == "ort_le_iid":
+        return ("no verdict for trig features: their pair covariance is not negative "
+                "for every d")
+    return None
 
 
 @command("check", "verify Lemma 2, Theorem 2 and the exact MSE against each other")(_add_check)
@@ -75,10 +92,14 @@ def _run_check(args):
     rows = theory_check_rows()
     failures = [r for r in rows if not r["ok"]]
     if args.json:
-        print(json.dumps({"rows": rows, "failures": len(failures)}, indent=1))
+        print(dumps({"rows": rows, "failures": len(failures)}, explain=null_reason, indent=1))
     else:
         def fmt(v):
-            return "      -   " if v is None else f"{np.exp(v):10.3e}" if v > -700 else f"e^{v:8.1f}"
+            if v is None:
+                return "      -   "
+            if v == -math.inf:
+                return f"{0:10d}"
+            return f"{np.exp(v):10.3e}" if v > -700 else f"e^{v:8.1f}"
 
         def flag(v):
             return "  -" if v is None else " ok" if v else "BAD"
@@ -92,7 +113,9 @@ def _run_check(args):
                   f"{r['kind']:>10} {fmt(r['log_lemma2'])} {fmt(r['log_exact_iid'])} "
                   f"{fmt(r['log_exact_orthogonal'])} {fmt(r['log_theorem2_bound'])} "
                   f"{flag(r['iid_eq_lemma2']):>6} {flag(r['ort_le_bound']):>7} {flag(r['ort_le_iid']):>8}")
-        print(f"\n{len(rows)} rows, {len(failures)} violation(s)")
+        print("\n-: Theorem 2 bounds positive features with m <= d only; no ort<=iid verdict for trig\n"
+              "   features (their pair covariance is not negative for every d)")
+        print(f"{len(rows)} rows, {len(failures)} violation(s)")
     return 1 if failures else 0
 
 

@@ -2,42 +2,62 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 
 from ..cli import command
+from ._options import float_value, int_value
+from ._output import dumps
 
 _KINDS = "trig, positive, hyperbolic"
 _ENSEMBLES = "iid, orthogonal, orthogonal-unfixed-qr"
 
 
-def _count(text):
-    """An integer count written as ``1000000`` or ``1e6`` (non-integers are passed on, and rejected)."""
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
 def _add_mse(p):
-    p.add_argument("--d", type=int, default=16, help="dimension")
-    p.add_argument("--m", type=int, default=8, help="number of projections (features: m positive, 2m trig/hyperbolic)")
-    p.add_argument("--norm-x", type=float, default=1.0, help="|x|")
-    p.add_argument("--norm-y", type=float, default=1.0, help="|y|")
-    p.add_argument("--angle", type=float, default=1.0, help="angle between x and y, radians in [0, pi]")
+    p.epilog = ("Counts (--d, --m, --trials, --seed, --chunk) may be written 1e6.\n"
+                "In --json a value the run does not have is null, with its reason in\n"
+                "\"null_reasons\".")
+    p.add_argument("--d", type=int_value, default=16, help="dimension")
+    p.add_argument("--m", type=int_value, default=8,
+                   help="number of projections (features: m positive, 2m trig/hyperbolic)")
+    p.add_argument("--norm-x", type=float_value, default=1.0, help="|x|")
+    p.add_argument("--norm-y", type=float_value, default=1.0, help="|y|")
+    p.add_argument("--angle", type=float_value, default=1.0,
+                   help="angle between x and y, radians in [0, pi]")
     p.add_argument("--kind", default="positive", help=f"estimator: {_KINDS}")
     p.add_argument("--ensemble", default="iid", help=f"projections: {_ENSEMBLES}")
     p.add_argument("--norms", default="chi", help="row norms: chi (unbiased) or fixed (sqrt(d))")
-    p.add_argument("--trials", type=_count, default=100_000, help="Monte Carlo trials (1e6 is accepted)")
-    p.add_argument("--seed", type=int, default=0, help="seed (recorded; same seed, same numbers on every backend)")
+    p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
+    p.add_argument("--seed", type=int_value, default=0,
+                   help="seed (recorded; same seed, same numbers on every backend)")
     p.add_argument("--backend", default="numba",
-                   help="numpy, numba or cupy (numba compiles its kernel once, ~20 s, then caches it)")
+                   help="numpy, numba or cupy (numba compiles its kernel on first use, then caches it)")
     p.add_argument("--method", default="reduced",
                    help="reduced (draw only the scalar projections) or literal (full W, QR, feature maps)")
-    p.add_argument("--chunk", type=int, default=None, help="trials per chunk (None: a per-backend default)")
+    p.add_argument("--chunk", type=int_value, default=None,
+                   help="trials per chunk (default: a per-backend choice)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown unless stderr is a terminal)")
+
+
+def null_reason(key, value, out):
+    """Why ``out[key]`` is null in ``rfkernels mse --json``; None if it is not null."""
+    if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    reasons = {
+        "mse_lemma2": "Lemma 2 holds for chi norms only",
+        "mse_theorem2": "Theorem 2 bounds positive features with chi norms and m <= d only",
+        "mse_exact": f"no closed form for the {out.get('ensemble')} ensemble",
+        "bias_z": "bias_stderr is 0",
+        "k_hat": out.get("tail_note"),
+        "max_share": "every squared error is 0",
+        "reach": "no reach for trig features (bounded estimates)",
+    }
+    if key == "z":
+        if out.get("mse_exact") is None:
+            return "no exact MSE to compare with"
+        return "no meaningful z: stderr is 0 or the squared errors are at the rounding level (see tail_note)"
+    return reasons.get(key)
 
 
 def theory_values(geom, m, kind, ensemble, norms):
@@ -83,23 +103,24 @@ def _run_mse(args):
         if bar is not None:
             bar.close()
 
+    out = {
+        "mse_mc": res.mse,
+        "mse_lemma2": lemma2,
+        "mse_theorem2": theorem2,
+        "norm_x": args.norm_x,
+        "norm_y": args.norm_y,
+        "angle": args.angle,
+        "norm_sum_sq": float(geom.s),
+        "norm_diff_sq": float(geom.t),
+    }
+    out.update(res.to_dict())
     if args.json:
-        out = {
-            "mse_mc": res.mse,
-            "mse_lemma2": lemma2,
-            "mse_theorem2": theorem2,
-            "norm_x": args.norm_x,
-            "norm_y": args.norm_y,
-            "angle": args.angle,
-            "norm_sum_sq": float(geom.s),
-            "norm_diff_sq": float(geom.t),
-        }
-        out.update(res.to_dict())
-        print(json.dumps(out, indent=1))
+        print(dumps(out, explain=null_reason, indent=1))
         return 0
 
-    def num(v):
-        return "      n/a" if v is None else f"{v:10.4e}"
+    def num(key, v):
+        """The value, or n/a with the reason --json gives."""
+        return f"{v:10.4e}" if v is not None else f"{'n/a':>9}    ({null_reason(key, v, out)})"
 
     r = res
     feats = r.m if r.kind == "positive" else 2 * r.m
@@ -110,11 +131,14 @@ def _run_mse(args):
     print(f"{r.trials} trials, {r.method} method, {r.backend} backend, seed {args.seed} "
           f"(entropy {r.seed_entropy}, spawn key {tuple(r.seed_spawn_key)}), {r.elapsed_s:.2f} s")
     print()
-    print(f"  Monte Carlo      {num(r.mse)} +- {r.stderr:.2e}   95% CI [{r.ci95[0]:.4e}, {r.ci95[1]:.4e}]")
-    z = "" if r.z is None else f"   z = {r.z:+.2f}"
-    print(f"  exact            {num(r.mse_exact)}{z}")
-    print(f"  Lemma 2 (iid)    {num(lemma2)}")
-    print(f"  Theorem 2 bound  {num(theorem2)}" + ("" if theorem2 is None else "   (orthogonal, m <= d)"))
+    print(f"  Monte Carlo      {num('mse_mc', r.mse)} +- {r.stderr:.2e}   "
+          f"95% CI [{r.ci95[0]:.4e}, {r.ci95[1]:.4e}]")
+    z = "" if r.mse_exact is None else (
+        f"   z = {r.z:+.2f}" if r.z is not None else f"   z n/a ({null_reason('z', None, out)})")
+    print(f"  exact            {num('mse_exact', r.mse_exact)}{z}")
+    print(f"  Lemma 2 (iid)    {num('mse_lemma2', lemma2)}")
+    print(f"  Theorem 2 bound  {num('mse_theorem2', theorem2)}"
+          + ("" if theorem2 is None else "   (orthogonal, m <= d)"))
     bz = "" if r.bias_z is None else f"   z = {r.bias_z:+.2f}"
     print(f"  bias             {r.bias:+10.3e} +- {r.bias_stderr:.2e}{bz}")
     k = "n/a" if math.isnan(r.tail.k_hat) else f"{r.tail.k_hat:.2f}"

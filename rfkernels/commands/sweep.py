@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from ..cli import command
-from ._options import float_list, int_list, int_value, str_list
+from ._options import LIST_NOTE, add_list, float_value, int_value
+from ._output import dumps
 
-#: Grid axes settable on the command line: option -> (grid key, parser).
+#: Grid axes settable on the command line: option -> element parser.
 GRID_OPTIONS = {
-    "kind": str_list, "ensemble": str_list, "norms": str_list, "backends": str_list,
-    "d": int_list, "m": int_list, "angle": float_list,
-    "norm_x": float_list, "norm_y": float_list, "norm_sum": float_list,
+    "kind": str, "ensemble": str, "norms": str, "backends": str,
+    "d": int_value, "m": int_value, "angle": float_value,
+    "norm_x": float_value, "norm_y": float_value, "norm_sum": float_value,
 }
 
 
 def _add(p):
+    p.epilog = LIST_NOTE + ("\n\nOptions override the TOML file's keys; a default shown applies when "
+                           "neither sets it.")
     p.add_argument("grid", nargs="?", help="TOML file with [grid] and [run] tables "
                    "(options below override its keys)")
     p.add_argument("--out", required=True, help="output folder (results.csv, sweep.json)")
@@ -26,25 +28,26 @@ def _add(p):
                    help="Dask scheduler address, e.g. tcp://HOST:8786 (needs the dask extra)")
     p.add_argument("--theory-only", action="store_true", default=None,
                    help="evaluate the closed forms only (vectorised, no Monte Carlo)")
-    g = p.add_argument_group("grid axes (comma-separated lists)")
-    g.add_argument("--kind", type=str_list, help="trig, positive, hyperbolic [default: positive]")
-    g.add_argument("--ensemble", type=str_list,
-                   help="iid, orthogonal, orthogonal-unfixed-qr [default: iid]")
-    g.add_argument("--norms", type=str_list, help="chi, fixed [default: chi]")
-    g.add_argument("--backends", type=str_list, help="backends as a grid axis [default: --backend]")
-    g.add_argument("--d", type=int_list, help="dimensions (required here or in the file)")
-    g.add_argument("--m", type=int_list, help="numbers of projections (required)")
-    g.add_argument("--angle", type=float_list, help="angles between x and y, radians in [0, pi] (required)")
-    g.add_argument("--norm-x", dest="norm_x", type=float_list, help="|x| [default: 1]")
-    g.add_argument("--norm-y", dest="norm_y", type=float_list, help="|y| [default: 1]")
-    g.add_argument("--norm-sum", dest="norm_sum", type=float_list,
-                   help="|x + y| with |x| = |y| (instead of --norm-x/--norm-y)")
+    g = p.add_argument_group("grid axes (lists)")
+    add_list(g, "--kind", convert=str, help="trig, positive, hyperbolic (default: positive)")
+    add_list(g, "--ensemble", convert=str,
+             help="iid, orthogonal, orthogonal-unfixed-qr (default: iid)")
+    add_list(g, "--norms", convert=str, help="chi, fixed (default: chi)")
+    add_list(g, "--backends", convert=str, help="backends as a grid axis (default: --backend)")
+    add_list(g, "--d", convert=int_value, help="dimensions (required here or in the file)")
+    add_list(g, "--m", convert=int_value, help="numbers of projections (required)")
+    add_list(g, "--angle", convert=float_value,
+             help="angles between x and y, radians in [0, pi] (required)")
+    add_list(g, "--norm-x", dest="norm_x", convert=float_value, help="|x| (default: 1)")
+    add_list(g, "--norm-y", dest="norm_y", convert=float_value, help="|y| (default: 1)")
+    add_list(g, "--norm-sum", dest="norm_sum", convert=float_value,
+             help="|x + y| with |x| = |y| (instead of --norm-x/--norm-y)")
     r = p.add_argument_group("run")
-    r.add_argument("--trials", type=int_value, help="Monte Carlo trials per point [default: 100000]")
-    r.add_argument("--seed", type=int_value, help="root seed [default: 0]")
-    r.add_argument("--backend", help="numpy, numba or cupy [default: numpy]")
-    r.add_argument("--method", help="reduced or literal [default: reduced]")
-    r.add_argument("--chunk", type=int_value, help="trials per chunk [default: automatic]")
+    r.add_argument("--trials", type=int_value, help="Monte Carlo trials per point (default: 100000)")
+    r.add_argument("--seed", type=int_value, help="root seed (default: 0)")
+    r.add_argument("--backend", help="numpy, numba or cupy (default: numpy)")
+    r.add_argument("--method", help="reduced or literal (default: reduced)")
+    r.add_argument("--chunk", type=int_value, help="trials per chunk (default: automatic)")
     p.add_argument("--progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -72,7 +75,8 @@ def _run(args):
     summary = {"results": path, "points": len(spec.points()), "fingerprint": spec.fingerprint(),
                "seconds": time.perf_counter() - start}
     if args.json:
-        print(json.dumps(summary))
+        print(dumps(summary))
     else:
-        print(f"{summary['points']} points -> {path} ({summary['seconds']:.1f} s)")
+        print(f"{summary['points']} points -> {path} ({summary['seconds']:.1f} s; "
+              f"grid fingerprint {summary['fingerprint']})")
     return 0
