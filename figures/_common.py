@@ -8,6 +8,8 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rfkernels._io import atomic_write
 
 #: The package style sheet (``plt.style.use(STYLE)``).
@@ -43,17 +45,57 @@ def paper_style():
 
 
 def save(fig, out_dir, stem):
-    """Write ``stem.pdf`` and ``stem.png`` into ``out_dir``; returns the paths."""
+    """Write ``stem.pdf`` and ``stem.png`` into ``out_dir`` atomically; returns the paths."""
+    import io
+
     import matplotlib.pyplot as plt
 
     os.makedirs(out_dir, exist_ok=True)
     paths = []
-    for ext in ("pdf", "png"):
-        path = os.path.join(out_dir, f"{stem}.{ext}")
-        fig.savefig(path)
-        paths.append(path)
-    plt.close(fig)
+    try:
+        for ext in ("pdf", "png"):
+            path = os.path.join(out_dir, f"{stem}.{ext}")
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext)
+            image = buf.getvalue()
+            # atomic_write's file object is text; the image bytes go to its binary buffer
+            atomic_write(path, lambda fh, image=image: fh.buffer.write(image))
+            paths.append(path)
+    finally:
+        plt.close(fig)
     return paths
+
+
+#: z of the two-sided 95% interval.
+Z95 = 1.96
+
+
+def interval95(mean, se):
+    """95% error bars (lower, upper lengths) of a positive mean, drawable on a log axis.
+
+    ``mean ± 1.96 se`` where its lower end is positive; elsewhere the
+    geometric interval ``mean ×/÷ exp(1.96 se / mean)`` (the delta-method
+    interval of log(mean)), whose lower end stays positive. Returns
+    ``(lower, upper, geometric)`` with ``geometric`` the boolean mask of the
+    second case.
+    """
+    mean = np.asarray(mean, dtype=float)
+    half = Z95 * np.asarray(se, dtype=float)
+    geometric = mean - half <= 0
+    factor = np.exp(np.where(geometric, half / mean, 0.0))
+    lower = np.where(geometric, mean - mean / factor, half)
+    upper = np.where(geometric, mean * factor - mean, half)
+    return lower, upper, geometric
+
+
+def legend_below(ax, ncol=2, handles=None, labels=None, **kwargs):
+    """The legend of ``ax`` in the figure, below the x label: never on the data.
+
+    The figure's constrained layout (the style sheet) makes room for it.
+    """
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    return ax.figure.legend(handles, labels, loc="outside lower center", ncol=ncol, **kwargs)
 
 
 def write_csv(out_dir, stem, rows):

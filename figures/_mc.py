@@ -7,6 +7,13 @@ from rfkernels.analysis.points import point_seed
 
 #: Trials per Monte Carlo point: the default run and ``--quick``.
 TRIALS = {False: 1_000_000, True: 4_000}
+#: The Monte Carlo backend of every point.
+BACKEND = "numba"
+
+
+def run_info(quick):
+    """How a figure's Monte Carlo points are run (for the report): trials per point, backend."""
+    return {"trials": TRIALS[bool(quick)], "unit": "trials per point", "backend": BACKEND}
 
 
 #: Columns of a Monte Carlo point kept in the figures' data.
@@ -15,7 +22,7 @@ COLUMNS = ("kind", "ensemble", "d", "m", "angle", "trials", "mse_mc", "stderr", 
 
 
 def mc_point(*, kind, ensemble, d, m, angle, norm_x, norm_y, quick, seed, norms="chi",
-             backend="numba"):
+             backend=BACKEND):
     """One Monte Carlo point (:data:`COLUMNS`: MSE, stderr, 95% interval, tail flag, exact MSE)."""
     point = {"kind": kind, "ensemble": ensemble, "norms": norms, "d": int(d), "m": int(m),
              "angle": float(angle), "norm_x": float(norm_x), "norm_y": float(norm_y),

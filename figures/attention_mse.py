@@ -13,7 +13,7 @@ import numpy as np
 
 from rfkernels.analysis.attention import attention_mse
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, paper_style, save
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, interval95, legend_below, paper_style, save
 
 NAME = "attention"
 TITLE = "Figure 4 (paper): attention-output MSE against m"
@@ -38,31 +38,46 @@ def compute(quick=False, seed=0, progress=None):
 
     table = attention_mse(cfg["L"], cfg["d"], cfg["m_values"], KINDS, ("iid", "orthogonal"),
                           samples=cfg["samples"], seed=seed, progress=tick)
-    return {"rows": list(table.rows), "meta": table.meta}
+    return {"rows": list(table.rows), "meta": table.meta,
+            "run": {"trials": cfg["samples"], "unit": "random inputs (one projection draw each)",
+                    "backend": table.meta["backend"]}}
 
 
 def plot(data, out_dir):
     rows = data["rows"]
     with paper_style() as plt:
-        fig, ax = plt.subplots(figsize=(5.6, 3.8))
+        fig, ax = plt.subplots(figsize=(5.6, 4.6))
+        any_geometric = False
         for kind in KINDS:
             for ensemble in ("iid", "orthogonal"):
-                sel = sorted((r for r in rows if r["kind"] == kind and r["ensemble"] == ensemble),
-                             key=lambda r: r["m"])
+                sel = sorted((r for r in rows if r["kind"] == kind and r["ensemble"] == ensemble
+                              and r["mse_mean"] is not None), key=lambda r: r["m"])
                 m = np.array([r["m"] for r in sel], dtype=float)
                 y = np.array([r["mse_mean"] for r in sel])
-                e = 1.96 * np.array([r["mse_se"] for r in sel])
+                se = np.array([np.nan if r["mse_se"] is None else r["mse_se"] for r in sel])
+                lower, upper, geo = interval95(y, np.nan_to_num(se))
                 shift = 1.05 if ensemble == "orthogonal" else 0.95
-                ax.errorbar(m * shift, y, yerr=np.minimum(e, 0.999 * y), color=KIND_COLOURS[kind],
+                style = {"color": KIND_COLOURS[kind], "ms": 3.5, "lw": 1.0,
+                         "marker": ENSEMBLE_STYLES[ensemble]["marker"]}
+                ax.errorbar(m * shift, y, yerr=np.where(geo, 0.0, [lower, upper]),
                             ls=ENSEMBLE_STYLES[ensemble]["linestyle"],
-                            marker=ENSEMBLE_STYLES[ensemble]["marker"], ms=3.5, lw=1.0,
-                            label=f"{KIND_LABELS[kind]}, {ensemble}")
+                            label=f"{KIND_LABELS[kind]}, {ensemble}", **style)
+                if geo.any():  # geometric bars: with caps, so that they read as different
+                    any_geometric = True
+                    ax.errorbar(m[geo] * shift, y[geo], yerr=[lower[geo], upper[geo]], ls="none",
+                                capsize=2.5, elinewidth=0.8, **style)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         r0 = rows[0]
         ax.set_xlabel("m (random projections; feature dimension r = m or 2m)")
         ax.set_ylabel("MSE of the attention output")
-        ax.set_title(f"bidirectional attention, L = {r0['L']}, d = {r0['d']}, "
-                     f"{r0['samples']} random inputs (95% error bars)", fontsize=8)
-        ax.legend(fontsize=6.5, ncol=1, loc="lower left")
+        ax.set_title(f"bidirectional attention, L = {r0['L']}, d = {r0['d']}, {r0['samples']} random "
+                     "inputs;\nmarkers: mean over inputs, bars: 95% (mean ± 1.96 se)", fontsize=8)
+        handles, labels = ax.get_legend_handles_labels()
+        if any_geometric:
+            handles.append(ax.errorbar([np.nan], [np.nan], yerr=[1.0], color="0.3", ls="none",
+                                       marker="none", capsize=2.5, elinewidth=0.8))
+            labels.append("capped: mean − 1.96 se ≤ 0, so the\n95% interval of log(mean):\n"
+                          "mean ×/÷ exp(1.96 se / mean)")
+        legend_below(ax, ncol=2, handles=handles, labels=labels)
         return save(fig, out_dir, NAME)

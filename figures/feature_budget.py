@@ -11,8 +11,8 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save, theory_curves
-from ._mc import mc_point
+from ._common import KIND_COLOURS, KIND_LABELS, legend_below, mc_errorbars, paper_style, save, theory_curves
+from ._mc import mc_point, run_info
 from .mse_vs_angle import limit_to_interior
 
 NAME = "feature_budget"
@@ -40,12 +40,12 @@ def compute(quick=False, seed=0, progress=None):
             points.append({**point, "r": R})
             if progress:
                 progress(len(points), len(KINDS) * len(mc_angles))
-    return {"lines": lines, "monte_carlo": points}
+    return {"lines": lines, "monte_carlo": points, "run": run_info(quick)}
 
 
 def plot(data, out_dir):
     with paper_style() as plt:
-        fig, ax = plt.subplots(figsize=(5.4, 3.6))
+        fig, ax = plt.subplots(figsize=(5.4, 4.2))
         theory_curves(ax, data["lines"], "angle",
                       lambda k, e: f"{KIND_LABELS[k]} (m = {PROJECTIONS[k]}), {e}")
         for kind in KINDS:
@@ -54,7 +54,8 @@ def plot(data, out_dir):
         limit_to_interior(ax, data["lines"])
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
-        ax.set_title(f"same feature dimension r = {R} (d = {D}, |x| = |y| = {NORM}); "
-                     "markers: MC orthogonal (hollow: heavy tail)", fontsize=8)
-        ax.legend(fontsize=6.5, loc="lower left")
+        ax.set_title(f"same feature dimension r = {R} (d = {D}, |x| = |y| = {NORM})\n"
+                     "lines exact; markers Monte Carlo, orthogonal, 95% intervals "
+                     "(hollow: heavy tail)", fontsize=8)
+        legend_below(ax, ncol=2)
         return save(fig, out_dir, NAME)

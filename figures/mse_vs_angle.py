@@ -6,8 +6,9 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save, theory_curves
-from ._mc import mc_point
+from ._common import (ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, legend_below, mc_errorbars, paper_style,
+                      save, theory_curves)
+from ._mc import mc_point, run_info
 
 NAME = "mse_vs_angle"
 TITLE = "MSE against the angle, three estimators, iid and orthogonal"
@@ -33,12 +34,12 @@ def compute(quick=False, seed=0, progress=None):
                                        norm_x=NORM, norm_y=NORM, quick=quick, seed=seed))
                 if progress:
                     progress(len(points), total)
-    return {"lines": lines, "monte_carlo": points}
+    return {"lines": lines, "monte_carlo": points, "run": run_info(quick)}
 
 
 def plot(data, out_dir):
     with paper_style() as plt:
-        fig, ax = plt.subplots(figsize=(5.4, 3.6))
+        fig, ax = plt.subplots(figsize=(5.4, 4.3))
         theory_curves(ax, data["lines"], "angle", lambda k, e: f"{KIND_LABELS[k]}, {e}")
         for kind in KINDS:
             for ensemble in ("iid", "orthogonal"):
@@ -48,7 +49,12 @@ def plot(data, out_dir):
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
         ax.set_title(f"d = {D}, m = {M}, |x| = |y| = {NORM}; lines exact,\nmarkers Monte Carlo with 95% intervals (hollow: heavy tail)")
-        ax.legend(ncol=2, loc="lower left")
+        handles, labels = ax.get_legend_handles_labels()
+        for ensemble in ("iid", "orthogonal"):
+            handles.append(plt.Line2D([], [], ls="none", color="0.3", ms=3.5,
+                                      marker=ENSEMBLE_STYLES[ensemble]["marker"]))
+            labels.append(f"Monte Carlo, {ensemble}")
+        legend_below(ax, ncol=2, handles=handles, labels=labels)
         return save(fig, out_dir, NAME)
 
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from rfkernels import theory
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, mc_errorbars, paper_style, save
-from ._mc import mc_point
+from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, legend_below, mc_errorbars, paper_style, save
+from ._mc import mc_point, run_info
 
 NAME = "mse_vs_m"
 TITLE = "Theory vs Monte Carlo against m (log-log), each estimator"
@@ -46,12 +46,12 @@ def compute(quick=False, seed=0, progress=None):
                                        norm_x=NORM, norm_y=NORM, quick=quick, seed=seed))
                 if progress:
                     progress(len(points), total)
-    return {"lines": lines, "monte_carlo": points}
+    return {"lines": lines, "monte_carlo": points, "run": run_info(quick)}
 
 
 def plot(data, out_dir):
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4), sharey=False)
+        fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.7), sharey=False)
         for ax, kind in zip(axes, KINDS):
             rows = [r for r in data["lines"] if r["kind"] == kind]
             m = np.array([r["m"] for r in rows])
@@ -70,6 +70,15 @@ def plot(data, out_dir):
             ax.set_xlabel("m (projections)")
             ax.set_title(KIND_LABELS[kind])
         axes[0].set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
-        axes[0].legend(loc="lower left")
+        # one legend for the three panels (colour: the panel's kind), below them, off the data
+        grey = {"color": "0.3"}
+        handles = [plt.Line2D([], [], ls="--", **grey), plt.Line2D([], [], ls="-", **grey),
+                   plt.Line2D([], [], ls=":", lw=1.2, color="k"),
+                   plt.Line2D([], [], ls="none", marker=ENSEMBLE_STYLES["iid"]["marker"], ms=3.5, **grey),
+                   plt.Line2D([], [], ls="none", marker=ENSEMBLE_STYLES["orthogonal"]["marker"], ms=3.5,
+                              **grey)]
+        labels = ["Lemma 2 (iid)", "exact orthogonal", "Theorem 2 bound (positive, m <= d)",
+                  "Monte Carlo iid, 95%", "Monte Carlo orthogonal, 95% (hollow: heavy tail)"]
+        legend_below(axes[0], ncol=5, handles=handles, labels=labels)
         fig.suptitle(f"d = {D}, |x| = |y| = {NORM}, angle = π/3 (vertical line: m = d)", fontsize=9)
         return save(fig, out_dir, NAME)

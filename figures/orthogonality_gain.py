@@ -44,12 +44,12 @@ def compute(quick=False, seed=0, progress=None):
                     rows.append({"kind": kind, "size": size, "m_over_d": ratio, "d": int(di),
                                  "m": int(mi), "gain": float(np.exp(o - i)),
                                  "theorem2_ratio": float(gr)})
-    return {"rows": rows}
+    return {"rows": rows, "run": {"trials": None, "backend": None}}
 
 
 def plot(data, out_dir):
     with paper_style() as plt:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.4))
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 4.0))
         styles = {0.25: ":", 0.5: "--", 1.0: "-"}
         for ax, kind, sizes, what in ((ax1, "positive", NORM_SUMS, "|x+y|"),
                                       (ax2, "trig", TRIG_NORM_DIFFS, "|x-y|")):
@@ -67,8 +67,11 @@ def plot(data, out_dir):
             ax.set_xlabel("dimension d")
             ax.set_title(f"{kind} features (angle π/2, |x| = |y|)")
         ax1.set_ylabel(r"$\mathrm{MSE}_{orth} / \mathrm{MSE}_{iid}$ (exact)")
-        ax1.text(0.98, 0.97, "thin lines with dots: Theorem 2's guarantee (bound / Lemma 2)",
-                 transform=ax1.transAxes, fontsize=6.5, ha="right", va="top")
-        ax1.legend(fontsize=6.5, loc="lower left")
-        ax2.legend(fontsize=6.5, loc="lower left")
+        # legends below each panel (never on the curves); the note on the thin lines is an entry
+        handles, labels = ax1.get_legend_handles_labels()
+        handles.append(plt.Line2D([], [], color="0.4", lw=0.6, marker=".", ms=2))
+        labels.append("thin, with dots: Theorem 2's\nguarantee (bound / Lemma 2)")
+        for ax, (h, lab) in ((ax1, (handles, labels)), (ax2, ax2.get_legend_handles_labels())):
+            ax.legend(h, lab, fontsize=6.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                      borderaxespad=0.0)
         return save(fig, out_dir, NAME)

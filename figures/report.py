@@ -1,9 +1,23 @@
-"""The short report written beside the figures: did theory and Monte Carlo agree?"""
+"""The report written beside the figures: did theory and Monte Carlo agree, and how was it run?
+
+``report.md`` (Markdown: a table per figure, then the provenance that
+``sweep.json`` records for a sweep: versions, git revision, seed, trials,
+backend, elapsed seconds) and ``figures.json`` (the same as strict JSON, and
+the manifest of the files written; see :mod:`rfkernels.figures._output`).
+"""
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
+
+from rfkernels._io import atomic_write, git_revision, package_versions
+
+from ._output import FORMAT, REPORT_HEADER, REPORT_NAME, manifest_files, write_manifest
+
+#: |z| at and above which a Monte Carlo point with a tame tail is inconsistent with theory.
+Z_LIMIT = 4
 
 
 def _mc_rows(data):
@@ -15,39 +29,106 @@ def _mc_rows(data):
 
 
 def summarise(results):
-    """Per figure: Monte Carlo points, how many were consistent with theory (|z| < 4)."""
+    """Per figure: Monte Carlo points, how many were consistent with theory (|z| < 4).
+
+    Returns ``(lines, total_bad)``; each line is a dict with ``figure``,
+    ``points``, ``tame``, ``inconsistent``, ``max_abs_z`` (None, with
+    ``max_abs_z_reason``, when no point has a tame tail and a finite z),
+    ``heavy_tailed`` and the figure's ``run`` (trials, backend).
+    """
     lines = []
     total_bad = 0
     for name, res in results.items():
         rows = _mc_rows(res.data)
+        run = dict(res.data.get("run", {}))
         if not rows:
-            lines.append({"figure": name, "points": 0})
+            lines.append({"figure": name, "points": 0, "run": run})
             continue
         tame = [r for r in rows if r.get("tail_ok") is True and math.isfinite(r["z"])]
-        bad = [r for r in tame if abs(r["z"]) >= 4]
+        bad = [r for r in tame if abs(r["z"]) >= Z_LIMIT]
         total_bad += len(bad)
-        lines.append({"figure": name, "points": len(rows), "tame": len(tame),
-                      "inconsistent": len(bad),
-                      "max_abs_z": max((abs(r["z"]) for r in tame), default=float("nan")),
-                      "heavy_tailed": len(rows) - len(tame)})
+        line = {"figure": name, "points": len(rows), "tame": len(tame), "inconsistent": len(bad),
+                "max_abs_z": max((abs(r["z"]) for r in tame), default=None),
+                "heavy_tailed": len(rows) - len(tame), "run": run}
+        if line["max_abs_z"] is None:
+            line["max_abs_z_reason"] = "no Monte Carlo point with a tame tail and a finite z"
+        lines.append(line)
     return lines, total_bad
 
 
-def write_report(results, out_dir, seconds):
-    lines, bad = summarise(results)
-    text = ["# rfkernels figures: theory against Monte Carlo", ""]
-    text.append("| figure | MC points | tame tail | |z| >= 4 | max |z| (tame) | heavy-tailed |")
-    text.append("|---|---|---|---|---|---|")
+def escape_cell(text):
+    """A Markdown table cell: ``|`` escaped as ``\\|``, newlines as spaces."""
+    return " ".join(str(text).split()).replace("|", r"\|")
+
+
+def markdown_table(header, rows):
+    """A GitHub-flavoured Markdown table (every cell escaped), as a list of lines."""
+    def line(cells):
+        return "| " + " | ".join(escape_cell(c) for c in cells) + " |"
+
+    out = [line(header), "|" + "|".join("---" for _ in header) + "|"]
+    for r in rows:
+        if len(r) != len(header):
+            raise ValueError(f"table row has {len(r)} cells, the header {len(header)}")
+        out.append(line(r))
+    return out
+
+
+def _trials(run):
+    if run.get("trials") is None:
+        return "theory only"
+    return f"{run['trials']:,} {run.get('unit', 'trials per point')}"
+
+
+def provenance(seconds, *, seed, quick):
+    """What produced the figures: versions, git revision, seed, mode, elapsed seconds."""
+    import matplotlib
+
+    return {"versions": {**package_versions(), "matplotlib": matplotlib.__version__},
+            "git_revision": git_revision(), "seed": int(seed), "quick": bool(quick),
+            "elapsed_seconds": round(float(seconds), 3),
+            "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def report_text(lines, bad, prov):
+    """The Markdown of ``report.md`` from :func:`summarise`'s lines and :func:`provenance`."""
+    header = ["figure", "MC points", "trials", "backend", "tame tail", f"|z| >= {Z_LIMIT}",
+              "max |z| (tame)", "heavy-tailed"]
+    rows = []
     for r in lines:
+        run = r["run"]
+        common = [r["figure"], r["points"], _trials(run), run.get("backend") or "none (theory)"]
         if r["points"] == 0:
-            text.append(f"| {r['figure']} | 0 (theory only or no z) | | | | |")
+            rows.append(common + ["no theory-vs-Monte-Carlo z", "", "", ""])
         else:
-            text.append(f"| {r['figure']} | {r['points']} | {r['tame']} | {r['inconsistent']} | "
-                        f"{r['max_abs_z']:.2f} | {r['heavy_tailed']} |")
-    text += ["", f"{bad} tame point(s) inconsistent with the exact MSE at |z| >= 4.",
-             "Heavy-tailed points (Pareto k-hat of the squared errors >= 0.5) have untrustworthy "
-             "standard errors and are drawn hollow.", "", f"Total time: {seconds:.1f} s.", ""]
-    path = os.path.join(out_dir, "report.md")
-    with open(path, "w") as fh:
-        fh.write("\n".join(text))
+            z = "n/a" if r["max_abs_z"] is None else f"{r['max_abs_z']:.2f}"
+            rows.append(common + [r["tame"], r["inconsistent"], z, r["heavy_tailed"]])
+    v = prov["versions"]
+    text = [REPORT_HEADER, ""]
+    text += markdown_table(header, rows)
+    text += ["", f"{bad} tame point(s) inconsistent with the exact MSE at |z| >= {Z_LIMIT}.",
+             ("Heavy-tailed points (Pareto k-hat of the squared errors >= 0.5) have untrustworthy "
+              "standard errors and are drawn hollow."), "",
+             "## Provenance", "",
+             (f"- rfkernels {v['rfkernels']}, git revision "
+              f"{prov['git_revision'] or 'unknown (not a git checkout)'}"),
+             "- " + ", ".join(f"{k} {val}" for k, val in v.items() if k != "rfkernels"),
+             (f"- seed {prov['seed']}, {'--quick' if prov['quick'] else 'default'} mode "
+              "(trials and backend per figure in the table)"),
+             f"- elapsed {prov['elapsed_seconds']:.1f} s; written {prov['written']}", ""]
+    return "\n".join(text)
+
+
+def write_report(results, out_dir, seconds, *, seed=0, quick=False):
+    """Write ``report.md`` and ``figures.json`` into ``out_dir``; returns ``(report path, bad)``."""
+    lines, bad = summarise(results)
+    prov = provenance(seconds, seed=seed, quick=quick)
+    path = os.path.join(out_dir, REPORT_NAME)
+    atomic_write(path, report_text(lines, bad, prov))
+    files = {os.path.basename(p) for res in results.values() for p in res.paths}
+    files |= {f for f in manifest_files(out_dir) if os.path.exists(os.path.join(out_dir, f))}
+    files.add(REPORT_NAME)
+    write_manifest(out_dir, {"format": FORMAT, "status": "complete", "figures": list(results),
+                             **prov, "inconsistent_points": bad, "summary": lines,
+                             "files": sorted(files)})
     return path, bad

@@ -1,6 +1,9 @@
 """Every figure renders (Agg, --quick), and the data it plots is the theory it claims."""
 
+import itertools
+import json
 import os
+import re
 
 import matplotlib
 
@@ -127,3 +130,329 @@ def test_cli_figures_quick_subset_and_report(tmp_path, capsys):
     assert "bias_audit" in capsys.readouterr().out
     assert main(["figures", "--out", str(tmp_path), "--only", "nope"]) == 2
     assert "unknown figure 'nope'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# report.md: valid Markdown with provenance; figures.json strict JSON (issue 9)
+# ---------------------------------------------------------------------------
+
+def _unescaped_pipes(line):
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def _strict_json(text):
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_report_table_is_valid_markdown(quick):
+    out, results = quick
+    text = (out / "report.md").read_text()
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    header, separator, body = table[0], table[1], table[2:]
+    n = _unescaped_pipes(header)
+    assert len(body) == len(results)
+    for line in table:
+        assert _unescaped_pipes(line) == n, line
+    assert re.fullmatch(r"\|(?:\s*:?-{3,}:?\s*\|)+", separator)
+    assert separator.count("|") == n
+    assert r"\|z\|" in header
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert html.count("<table>") == 1
+    assert html.count("<th>") == n - 1
+    assert html.count("<td>") == (n - 1) * len(results)
+
+
+def test_report_and_manifest_record_provenance(quick):
+    import rfkernels
+    from rfkernels._io import git_revision
+
+    out, results = quick
+    text = (out / "report.md").read_text()
+    assert f"rfkernels {rfkernels.__version__}" in text
+    assert (git_revision() or "unknown (not a git checkout)") in text
+    assert "seed 3" in text and "--quick mode" in text and "elapsed" in text
+    assert "4,000 trials per point" in text and "numba" in text  # Monte Carlo figures
+    assert "2,000 trials per direction" in text  # bias audit
+    meta = _strict_json((out / "figures.json").read_text())
+    assert meta["format"] == "rfkernels-figures/1" and meta["status"] == "complete"
+    assert meta["seed"] == 3 and meta["quick"] is True and meta["elapsed_seconds"] > 0
+    assert meta["versions"]["rfkernels"] == rfkernels.__version__
+    assert meta["git_revision"] == git_revision()
+    assert {"report.md", "ratio.pdf", "ratio_heatmap.csv"} <= set(meta["files"])
+    assert {s["figure"] for s in meta["summary"]} == set(results)
+
+
+def test_report_escapes_pipes_in_cells():
+    from rfkernels.figures.report import markdown_table
+
+    lines = markdown_table(["a|b", "c"], [["|x+y|", 1]])
+    assert lines[0] == r"| a\|b | c |" and lines[2] == r"| \|x+y\| | 1 |"
+    with pytest.raises(ValueError, match="cells"):
+        markdown_table(["a"], [[1, 2]])
+
+
+# ---------------------------------------------------------------------------
+# --out: foreign files refused, a file / unwritable folder refused before any work
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def no_compute(monkeypatch):
+    """Make any figure computation fail the test: --out must be refused before it."""
+    from rfkernels import figures
+
+    calls = []
+
+    def forbidden(module, *args, **kwargs):
+        calls.append(module.NAME)
+        raise AssertionError(f"figure {module.NAME} computed before --out was checked")
+
+    monkeypatch.setattr(figures, "make_figure", forbidden)
+    return calls
+
+
+def _one_line_error(capsys, *words):
+    err = capsys.readouterr().err
+    assert err.startswith("rfkernels figures: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_figures_refuses_a_folder_with_foreign_files(tmp_path, capsys, no_compute):
+    for name, content in (("report.md", "# my own notes\n"), ("notes.txt", "keep me\n"),
+                          ("ratio.png", "not a figure")):
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        (folder / name).write_text(content)
+        before = _snapshot(folder)
+        argv = ["figures", "--out", str(folder), "--quick", "--only", "orthogonality_gain"]
+        assert main(argv) == 2
+        _one_line_error(capsys, repr(name), "not an output of rfkernels figures")
+        assert _snapshot(folder) == before  # nothing written, nothing overwritten
+    assert no_compute == []
+
+
+def test_figures_regenerates_its_own_folder_but_refuses_additions(tmp_path, capsys):
+    out = tmp_path / "figs"
+    argv = ["figures", "--out", str(out), "--quick", "--only", "orthogonality_gain"]
+    assert main(argv) == 0
+    assert main(argv) == 0  # an earlier output folder of rfkernels figures is fine
+    assert main(["figures", "--out", str(out), "--quick", "--only", "bias_audit"]) == 0
+    meta = _strict_json((out / "figures.json").read_text())
+    assert {"orthogonality_gain.png", "bias_audit.png"} <= set(meta["files"])
+    (out / "mine.csv").write_text("x\n")
+    before = _snapshot(out)
+    assert main(argv) == 2
+    _one_line_error(capsys, "'mine.csv'")
+    assert _snapshot(out) == before
+    # a folder written before figures.json existed: recognised by its report's header
+    (out / "mine.csv").unlink()
+    (out / "figures.json").unlink()
+    assert main(argv) == 0
+
+
+@pytest.mark.parametrize("where", ["file", "under_file"])
+def test_figures_out_that_is_a_file_fails_before_any_figure(tmp_path, capsys, no_compute, where):
+    target = tmp_path / "a_file"
+    target.write_text("data\n")
+    out = target if where == "file" else target / "sub"
+    assert main(["figures", "--out", str(out), "--quick", "--only", "orthogonality_gain"]) == 2
+    _one_line_error(capsys, str(out), "not a folder")
+    assert target.read_text() == "data\n" and sorted(os.listdir(tmp_path)) == ["a_file"]
+    assert no_compute == []
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes in read-only folders")
+def test_figures_read_only_out_fails_before_any_figure(tmp_path, capsys, no_compute):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        for out in (folder, folder / "new"):
+            assert main(["figures", "--out", str(out), "--quick", "--only", "bias_audit"]) == 2
+            _one_line_error(capsys, "cannot write")
+    finally:
+        folder.chmod(0o755)
+    assert no_compute == [] and os.listdir(folder) == []
+
+
+def test_figures_unwritable_out_fails_before_any_figure(tmp_path, capsys, no_compute, monkeypatch):
+    """As root a read-only folder is writable; the refusal path is exercised with a failing probe."""
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    out = tmp_path / "new" / "figs"
+    assert main(["figures", "--out", str(out), "--quick", "--only", "bias_audit"]) == 2
+    _one_line_error(capsys, "cannot write", "Permission denied")
+    assert no_compute == [] and os.listdir(tmp_path) == []
+
+
+def test_gitignore_ignores_the_default_output_folder():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, ".gitignore")) as fh:
+        patterns = {line.strip() for line in fh}
+    assert patterns & {"rfkernels-figures/", "/rfkernels-figures/"}
+
+
+# ---------------------------------------------------------------------------
+# Readable figures: nothing on the data, nothing outside the figure (issue 9)
+# ---------------------------------------------------------------------------
+
+def _drawn(monkeypatch, name, data):
+    """Run figure ``name``'s plot on ``data`` and return its drawn figure (not saved)."""
+    mod = figure_module(name)
+    figs = []
+
+    def keep(fig, out_dir, stem):
+        fig.canvas.draw()
+        figs.append(fig)
+        return []
+
+    monkeypatch.setattr(mod, "save", keep)
+    mod.plot(data, "unused")
+    return figs[0]
+
+
+def _display_points(artist_points, transform, step=1.0):
+    """Points in display space along a polyline (every ``step`` pixels), NaN gaps skipped."""
+    xy = transform.transform(np.asarray(artist_points, dtype=float))
+    out = []
+    for a, b in itertools.pairwise(xy):
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            continue
+        n = max(2, int(np.hypot(*(b - a)) / step) + 1)
+        out.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
+    out += [p[None, :] for p in xy if np.all(np.isfinite(p))]
+    return np.vstack(out) if out else np.empty((0, 2))
+
+
+def _data_points(ax):
+    """Every drawn data point of ``ax`` (lines densified, error bars, markers) within the axes."""
+    from matplotlib.collections import LineCollection, PathCollection
+
+    pts = []
+    for line in ax.get_lines():
+        if line.get_visible() and len(line.get_xydata()):
+            pts.append(_display_points(line.get_xydata(), line.get_transform()))
+    for coll in ax.collections:
+        if isinstance(coll, LineCollection):
+            for seg in coll.get_segments():
+                if len(seg):
+                    pts.append(_display_points(seg, coll.get_transform()))
+        elif isinstance(coll, PathCollection) and len(coll.get_offsets()):
+            pts.append(coll.get_offset_transform().transform(coll.get_offsets()))
+    pts = np.vstack(pts) if pts else np.empty((0, 2))
+    box = ax.get_window_extent()
+    inside = ((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0)
+              & (pts[:, 1] <= box.y1))
+    return pts[inside]
+
+
+def _covered(points, bbox, pad=1.0):
+    x0, y0, x1, y1 = bbox.x0 - pad, bbox.y0 - pad, bbox.x1 + pad, bbox.y1 + pad
+    return int(np.sum((points[:, 0] > x0) & (points[:, 0] < x1) & (points[:, 1] > y0)
+                      & (points[:, 1] < y1)))
+
+
+def layout_problems(fig):
+    """What makes a figure hard to read: legends or notes on data, labels that collide or leave."""
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    axes = fig.get_axes()
+    legends = [lg for lg in fig.legends] + [ax.get_legend() for ax in axes if ax.get_legend()]
+    notes = [t for ax in axes for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    for ax in axes:
+        pts = _data_points(ax)
+        for lg in legends:
+            n = _covered(pts, lg.get_window_extent(renderer))
+            if n:
+                problems.append(f"legend {lg.get_texts()[0].get_text()!r}... covers {n} data points")
+        for t in notes:
+            n = _covered(pts, t.get_window_extent(renderer))
+            if n:
+                problems.append(f"note {t.get_text()!r} is printed over {n} data points")
+    fig_box = fig.bbox
+    for ax in axes:
+        for t in [ax.title, ax.xaxis.label, ax.yaxis.label]:
+            if t.get_text():
+                b = t.get_window_extent(renderer)
+                if b.x0 < fig_box.x0 + 2 or b.x1 > fig_box.x1 - 2 or b.y1 > fig_box.y1 - 1:
+                    problems.append(f"{t.get_text()!r} touches or leaves the figure's edge")
+        for axis in (ax.xaxis, ax.yaxis):
+            boxes = sorted((lab.get_window_extent(renderer) for lab in axis.get_ticklabels()
+                            if lab.get_visible() and lab.get_text()), key=lambda b: b.x0 + b.y0)
+            for a, b in itertools.pairwise(boxes):
+                if axis is ax.xaxis and b.x0 - a.x1 < 1.5 and a.y1 > b.y0 and b.y1 > a.y0:
+                    problems.append(f"x tick labels run together in {ax.get_title()!r}")
+    for t in [fig._suptitle] if fig._suptitle is not None else []:
+        b = t.get_window_extent(renderer)
+        if b.x0 < 2 or b.x1 > fig_box.x1 - 2:
+            problems.append("suptitle touches the figure's edge")
+    return problems
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_figure_layout_is_readable(quick, monkeypatch, name):
+    fig = _drawn(monkeypatch, name, quick[1][name].data)
+    try:
+        assert layout_problems(fig) == []
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_attention_lower_bars_stay_positive_on_the_log_axis(quick, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    rows = [dict(r) for r in quick[1]["attention"].data["rows"]]
+    wide = rows[0]
+    wide["mse_se"] = wide["mse_mean"]  # mean - 1.96 se < 0: the 95% bar would go below zero
+    fig = _drawn(monkeypatch, "attention", {"rows": rows})
+    try:
+        ax = fig.axes[0]
+        lows = []
+        for coll in ax.collections:
+            for seg in coll.get_segments():
+                if len(seg) == 2 and seg[0][0] == seg[1][0]:  # a vertical error bar
+                    lows.append(min(seg[0][1], seg[1][1]))
+        assert lows and min(lows) > 0
+        factor = np.exp(1.96)  # se = mean: mean ×/÷ exp(1.96 se / mean)
+        assert any(lo == pytest.approx(wide["mse_mean"] / factor, rel=1e-9) for lo in lows)
+        texts = " ".join(t.get_text() for lg in fig.legends for t in lg.get_texts())
+        assert "log(mean)" in texts and "exp(1.96 se / mean)" in texts
+    finally:
+        plt.close(fig)
+
+
+def test_interval95_is_arithmetic_where_positive_and_geometric_elsewhere():
+    from rfkernels.figures._common import interval95
+
+    lower, upper, geo = interval95([1.0, 1.0], [0.1, 1.0])
+    assert list(geo) == [False, True]
+    assert lower[0] == pytest.approx(0.196) and upper[0] == pytest.approx(0.196)
+    assert 1.0 - lower[1] == pytest.approx(np.exp(-1.96)) and 1.0 + upper[1] == pytest.approx(np.exp(1.96))
+
+
+def test_ratio_heatmap_is_rasterised_and_the_pdf_small(quick, monkeypatch):
+    from matplotlib.collections import QuadMesh
+
+    out = quick[0]
+    fig = _drawn(monkeypatch, "ratio", quick[1]["ratio"].data)
+    meshes = [c for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)]
+    assert meshes and all(m.get_rasterized() for m in meshes)
+    # quick grid: 80 x 120 cells (the default 240 x 360 made 2.3 MB as vectors)
+    assert os.path.getsize(out / "ratio.pdf") < 200_000

@@ -9,7 +9,9 @@ from ..cli import command
 
 
 def _add(p):
-    p.add_argument("--out", default="rfkernels-figures", help="output folder")
+    p.add_argument("--out", default="rfkernels-figures",
+                   help="output folder: new, empty, or an earlier output of this command "
+                        "(any other file in it is refused before any work)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="make only these figures")
     p.add_argument("--quick", action="store_true", help="few Monte Carlo trials (for tests, ~1 min)")
     p.add_argument("--seed", type=int, default=0, help="root seed of every Monte Carlo point")
@@ -18,8 +20,11 @@ def _add(p):
 
 @command("figures", "regenerate the paper-style figures with their data and a check report")(_add)
 def _run(args):
+    import os
+
     from ..figures import FIGURES, figure_module, make_figures
-    from ..figures.report import write_report
+    from ..figures._output import REPORT_NAME
+    from ..figures.report import summarise
 
     if args.list:
         for name in FIGURES:
@@ -42,10 +47,14 @@ def _run(args):
         bar.refresh()
 
     start = time.perf_counter()
-    results = make_figures(args.out, only=names, quick=args.quick, seed=args.seed, progress=progress)
-    for bar in bars.values():
-        bar.close()
-    report, bad = write_report(results, args.out, time.perf_counter() - start)
+    try:  # checks --out (a folder, writable, holding only this command's files) before any figure
+        results = make_figures(args.out, only=names, quick=args.quick, seed=args.seed,
+                               progress=progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    _, bad = summarise(results)
+    report = os.path.join(args.out, REPORT_NAME)
     for name, res in results.items():
         print(f"{name:20s} {', '.join(p for p in res.paths if p.endswith('.png'))}")
     print(f"report: {report} ({bad} inconsistent point(s)); {time.perf_counter() - start:.0f} s")
