@@ -456,3 +456,21 @@ def test_ratio_heatmap_is_rasterised_and_the_pdf_small(quick, monkeypatch):
     assert meshes and all(m.get_rasterized() for m in meshes)
     # quick grid: 80 x 120 cells (the default 240 x 360 made 2.3 MB as vectors)
     assert os.path.getsize(out / "ratio.pdf") < 200_000
+
+
+def test_figures_only_accepts_spaces_commas_and_repeats(tmp_path, monkeypatch):
+    """--only follows the CLI's list grammar; --seed accepts 1e3."""
+    import rfkernels.figures as figs
+    from rfkernels.cli import main
+
+    seen = {}
+
+    def fake_make_figures(out, only=None, quick=False, seed=0, progress=None):
+        seen["only"], seen["seed"] = only, seed
+        return {}
+
+    monkeypatch.setattr(figs, "make_figures", fake_make_figures)
+    args = ["figures", "--out", str(tmp_path / "o"), "--seed", "1e3",
+            "--only", "ratio", "mse_vs_m,bias_audit", "--only", "attention"]
+    assert main(args) == 0
+    assert seen == {"only": ["ratio", "mse_vs_m", "bias_audit", "attention"], "seed": 1000}
