@@ -1,6 +1,6 @@
 """Scalar Numba versions of :mod:`rfkernels._elementary`: the same bits, one number at a time.
 
-Each function is ``@numba.njit(inline="always")``: Numba inlines it into the
+Each function is ``@scalar(inline="always")``: Numba inlines it into the
 caller's IR, so a loop calling it has no function calls left and LLVM can
 vectorise it (SIMD), which a call into the C library's ``log``/``exp``/``cos``
 prevents. The expressions are those of :mod:`rfkernels._elementary`, in the
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -64,6 +63,7 @@ from .._elementary import (
     S8,
     SQRT2_ADJ,
 )
+from ._scalar import intrinsic_twins, scalar
 
 _U_FRAC = np.uint64(FRAC_MASK)
 _U_ADJ = np.uint64(SQRT2_ADJ)
@@ -72,8 +72,7 @@ _U_ONE = np.uint64(ONE_BITS)
 _U_52 = np.uint64(52)
 
 
-@intrinsic
-def f64_bits(typingctx, x):
+def _f64_bits_typing(typingctx, x):
     """The bits of a float64 as a uint64 (LLVM ``bitcast``; ``x.view(uint64)``)."""
     if not isinstance(x, types.Float) or x.bitwidth != 64:
         return None
@@ -84,8 +83,7 @@ def f64_bits(typingctx, x):
     return types.uint64(types.float64), codegen
 
 
-@intrinsic
-def bits_f64(typingctx, b):
+def _bits_f64_typing(typingctx, b):
     """The float64 with the bits of an int64 or uint64 (``b.view(float64)``)."""
     if not isinstance(b, types.Integer) or b.bitwidth != 64:
         return None
@@ -96,7 +94,33 @@ def bits_f64(typingctx, b):
     return types.float64(b), codegen
 
 
-@numba.njit(inline="always")
+# The same typing and codegen (an LLVM bitcast) for the CPU and, below, the CUDA target.
+f64_bits = intrinsic(_f64_bits_typing)
+bits_f64 = intrinsic(_bits_f64_typing)
+
+
+def _cuda_intrinsic(typing):
+    def make():
+        from numba.cuda.extending import intrinsic as cuda_intrinsic
+
+        return cuda_intrinsic(typing)
+
+    return make
+
+
+def _f64_bits_simulated(x):
+    return np.float64(x).view(np.uint64)
+
+
+def _bits_f64_simulated(b):
+    return (b if isinstance(b, (np.int64, np.uint64)) else np.int64(b)).view(np.float64)
+
+
+intrinsic_twins(f64_bits, _cuda_intrinsic(_f64_bits_typing), _f64_bits_simulated)
+intrinsic_twins(bits_f64, _cuda_intrinsic(_bits_f64_typing), _bits_f64_simulated)
+
+
+@scalar(inline="always")
 def log(x):
     """Natural log of a positive, normal, finite float64; = :func:`rfkernels._elementary.log`."""
     b = f64_bits(x)
@@ -117,7 +141,7 @@ def log(x):
     return dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f)
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def exp(x):
     """``e**x`` for a finite float64; = :func:`rfkernels._elementary.exp`."""
     x = min(max(x, EXP_LO), EXP_HI)
@@ -134,7 +158,7 @@ def exp(x):
     return y * bits_f64((k1 + EXP_BIAS) << 52) * bits_f64((k2 + EXP_BIAS) << 52)
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def sincos_2pi(u):
     """``(sin(2 pi u), cos(2 pi u))`` for u in [0, 1]; = :func:`rfkernels._elementary.sincos_2pi`."""
     qf = np.float64(math.floor(4.0 * u + 0.5))

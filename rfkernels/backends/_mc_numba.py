@@ -44,7 +44,7 @@ import sys
 import numba
 import numpy as np
 
-from . import _elementary_numba as elem
+from ._elementary_numba import exp
 from ._rng_numba import (
     chi_square_at,
     chi_square_normal_at,
@@ -53,6 +53,7 @@ from ._rng_numba import (
     mt_second_stage,
     normal_pair_inline,
 )
+from ._scalar import scalar
 
 #: Consecutive trials per parallel work item.
 BATCH = 256
@@ -67,7 +68,7 @@ _STREAM_LENGTH = 17
 _STREAM_TAIL = 18
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _sum8(x, start, k):
     """Fixed-order sum of ``x[start:start + k]``; = :func:`rfkernels.reduced.fixed_order_sum`."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
@@ -100,7 +101,7 @@ def _sum8(x, start, k):
     return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _normals(k0, k1, trial, m, g):
     """g[i], i < m, from the direction stream (pairs of slots share a block)."""
     npairs = m // 2
@@ -113,7 +114,7 @@ def _normals(k0, k1, trial, m, g):
         g[m - 1] = z0
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _chi_squares_with_normals(k0, k1, trial, m, dof, stream, q, z, ok, work):
     """(q[i], z[i]) = chi_square_with_normal(dof) at slots i < m of ``stream``.
 
@@ -140,7 +141,7 @@ def _chi_squares_with_normals(k0, k1, trial, m, dof, stream, q, z, ok, work):
             q[i], z[i] = chi_square_normal_at(k0, k1, trial, i, stream, dof)
 
 
-@numba.njit(inline="always")
+@scalar(error_model="numpy")
 def _chi_square(k0, k1, trial, slot, stream, dof):
     """One chi-square (= chi_square_at), with the usual first-attempt acceptance inlined."""
     if dof >= 2.0:
@@ -151,47 +152,174 @@ def _chi_square(k0, k1, trial, slot, stream, dof):
     return chi_square_at(k0, k1, trial, slot, stream, dof)
 
 
-@numba.njit(inline="always")
-def _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work):
-    """p[i] = the scalar projections of one trial; = :func:`rfkernels.reduced.scalar_projections`."""
-    if not orthogonal:
-        _normals(k0, k1, trial, m, g)
-        if chi:
-            for i in range(m):
-                p[i] = g[i]
-        else:
-            sqrt_d = math.sqrt(d)
-            if d == 1:
-                for i in range(m):
-                    p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + 0.0))
-            else:  # tails chi2(d - 1) per projection (their companion normals, into p, are unused)
-                _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_TAIL, q, p, ok, work)
-                for i in range(m):
-                    p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + q[i]))
-        return
-    # the (length, direction) draws are per slot: all of them first, then block by block
-    if chi:
-        _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_LENGTH, q, g, ok, work)
-    else:
-        _normals(k0, k1, trial, m, g)
+@scalar(inline="always")
+def _directions(k0, k1, trial, m, d, p, g):
+    """p[i] = g[i] / sqrt(S) per orthogonal block of d rows (the last one partial), S its squared norm."""
     for i in range(m):
         p[i] = g[i] * g[i]
-    sqrt_d = math.sqrt(d)
     for i0 in range(0, m, d):
         b = min(d, m - i0)
         total = _sum8(p, i0, b)
         if b < d:  # the partial block's tail, at the block's index as slot
             total = total + _chi_square(k0, k1, trial, i0 // d, _STREAM_TAIL, float(d - b))
         root = math.sqrt(total)
+        for i in range(i0, i0 + b):
+            p[i] = g[i] / root
+
+
+# The scalar projections of one trial, one function per (ensemble, norms), each
+# = rfkernels.reduced.scalar_projections: p[i], i < m. Scratch: g, q (float64),
+# ok (bool) of length >= m, work (float64, (3, >= m)).
+
+
+@scalar(inline="always")
+def _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work):
+    _normals(k0, k1, trial, m, p)
+
+
+@scalar(inline="always")
+def _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
+    _normals(k0, k1, trial, m, g)
+    sqrt_d = math.sqrt(d)
+    if d == 1:
+        for i in range(m):
+            p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + 0.0))
+    else:  # tails chi2(d - 1) per projection (their companion normals, into p, are unused)
+        _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_TAIL, q, p, ok, work)
+        for i in range(m):
+            p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + q[i]))
+
+
+@scalar(inline="always")
+def _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work):
+    # the (length, direction) draws are per slot: all of them first, then block by block
+    _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_LENGTH, q, g, ok, work)
+    _directions(k0, k1, trial, m, d, p, g)
+    for i in range(m):
+        p[i] = math.sqrt(q[i]) * p[i]
+
+
+@scalar(inline="always")
+def _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
+    _normals(k0, k1, trial, m, g)
+    _directions(k0, k1, trial, m, d, p, g)
+    sqrt_d = math.sqrt(d)
+    for i in range(m):
+        p[i] = sqrt_d * p[i]
+
+
+# The normalised terms of one trial, one function per kind: p[i] <- term(p[i]),
+# a = length, h = a**2 / 2 (rfkernels.reduced.normalised_estimates).
+
+
+@scalar(inline="always")
+def _positive_terms(length, m, p):
+    half = 0.5 * length * length
+    for i in range(m):
+        p[i] = exp(length * p[i] - half)
+
+
+@scalar(inline="always")
+def _hyperbolic_terms(length, m, p):
+    half = 0.5 * length * length
+    for i in range(m):
+        ap = length * p[i]
+        p[i] = 0.5 * (exp(ap - half) + exp(-ap - half))
+
+
+@scalar(inline="always")
+def _trig_terms(length, m, p):
+    for i in range(m):
+        p[i] = math.cos(length * p[i])
+
+
+@scalar(inline="always")
+def trial_estimate(k0, k1, trial, m, d, orthogonal, chi, kind, length, p, g, q, ok, work):
+    """The normalised estimate of trial counter ``trial``: one entry of :func:`rfkernels.reduced.normalised_estimates`.
+
+    ``p``, ``g``, ``q`` (float64) and ``ok`` (bool) of length >= m and
+    ``work`` (float64, (3, >= m)) are scratch. The CUDA kernels
+    (:mod:`rfkernels.backends._mc_cuda`) call its CUDA twin; the CPU kernel
+    below makes the same choices, but on literal arguments, so that Numba
+    compiles only the branch a call takes.
+    """
+    if orthogonal:
         if chi:
-            for i in range(i0, i0 + b):
-                p[i] = math.sqrt(q[i]) * (g[i] / root)
+            _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
         else:
-            for i in range(i0, i0 + b):
-                p[i] = sqrt_d * (g[i] / root)
+            _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+    elif chi:
+        _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work)
+    else:
+        _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+    if kind == POSITIVE:
+        _positive_terms(length, m, p)
+    elif kind == HYPERBOLIC:
+        _hyperbolic_terms(length, m, p)
+    else:
+        _trig_terms(length, m, p)
+    return _sum8(p, 0, m) / m
 
 
-@numba.njit(parallel=True, cache=True, error_model="numpy")
+def _make_kernel(ORTHOGONAL, CHI, KIND):
+    """The parallel CPU kernel of one (ensemble, norms, kind), compiled on first use and cached.
+
+    The per-trial work is that of :func:`trial_estimate`, spelled out here
+    with the choices as closure constants: Numba prunes the branches not taken
+    before it inlines the scalar functions, so a call compiles one of the
+    twelve paths (a few seconds) rather than all of them. Numba's cache keys
+    closures by the values of their constants, so each path is cached on its
+    own.
+    """
+
+    @numba.njit(parallel=True, cache=True, error_model="numpy")
+    def kernel(k0, k1, base, m, d, length, out):
+        n = out.shape[0]
+        n_batches = (n + BATCH - 1) // BATCH
+        for batch in numba.prange(n_batches):
+            p = np.empty(m)
+            g = np.empty(m)
+            q = np.empty(m)
+            ok = np.empty(m, dtype=np.bool_)
+            work = np.empty((3, m))
+            for t in range(batch * BATCH, min(n, (batch + 1) * BATCH)):
+                trial = base + np.uint64(t)
+                if ORTHOGONAL:
+                    if CHI:
+                        _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
+                    else:
+                        _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+                elif CHI:
+                    _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work)
+                else:
+                    _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+                if KIND == POSITIVE:
+                    _positive_terms(length, m, p)
+                elif KIND == HYPERBOLIC:
+                    _hyperbolic_terms(length, m, p)
+                else:
+                    _trig_terms(length, m, p)
+                out[t] = _sum8(p, 0, m) / m
+
+    return kernel
+
+
+_KERNELS = {}
+_selected = None
+
+
+def kernel_for(orthogonal, chi, kind):
+    """The CPU kernel dispatcher of one (ensemble, norms, kind) (created, not compiled, on first request)."""
+    global _selected
+    key = (bool(orthogonal), bool(chi), int(kind))
+    if key[2] not in (POSITIVE, HYPERBOLIC, TRIG):
+        raise ValueError(f"kind must be one of the codes {sorted(KIND_CODES.values())}; got {kind!r}")
+    if key not in _KERNELS:
+        _KERNELS[key] = _make_kernel(*key)
+    _selected = _KERNELS[key]
+    return _selected
+
+
 def _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
     """Normalised estimates of trials with counters ``base .. base + len(out) - 1``.
 
@@ -205,48 +333,36 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length,
         Projections and dimension.
     orthogonal, chi : bool
         Ensemble (orthogonal or iid) and norms (chi or fixed).
-    kind : int64
+    kind : int
         :data:`POSITIVE`, :data:`HYPERBOLIC` or :data:`TRIG`.
     length : float64
         ``a``, the length of ``x + y`` (``x - y`` for trig).
     out : float64 array
         Filled in place.
     """
-    n = out.shape[0]
-    half = 0.5 * length * length
-    n_batches = (n + BATCH - 1) // BATCH
-    for batch in numba.prange(n_batches):
-        p = np.empty(m)
-        g = np.empty(m + 1)
-        q = np.empty(m)
-        ok = np.empty(m, dtype=np.bool_)
-        work = np.empty((3, m))
-        for t in range(batch * BATCH, min(n, (batch + 1) * BATCH)):
-            trial = base + np.uint64(t)
-            _projections(k0, k1, trial, m, d, orthogonal, chi, p, g, q, ok, work)
-            if kind == POSITIVE:
-                for i in range(m):
-                    p[i] = elem.exp(length * p[i] - half)
-            elif kind == HYPERBOLIC:
-                for i in range(m):
-                    ap = length * p[i]
-                    p[i] = 0.5 * (elem.exp(ap - half) + elem.exp(-ap - half))
-            else:
-                for i in range(m):
-                    p[i] = math.cos(length * p[i])
-            out[t] = _sum8(p, 0, m) / m
+    kernel_for(orthogonal, chi, kind)(k0, k1, base, m, d, length, out)
 
 
 #: Seconds a cold compile of the kernel took, measured (see docs/performance.md).
-COLD_COMPILE_NOTE = "about 30-60 s on 2 cores"
+COLD_COMPILE_NOTE = "about 5-10 s on 2 cores, per estimator and ensemble"
 
 
-def compile_pending(dispatcher=_reduced_estimates_kernel):
-    """True if the next call of ``dispatcher`` compiles (nothing in memory or in the disk cache)."""
+def compile_pending(dispatcher=None):
+    """True if the next call of ``dispatcher`` compiles (nothing in memory or in the disk cache).
+
+    ``dispatcher`` defaults to the kernel :func:`kernel_for` returned last.
+    """
+    if dispatcher is None:
+        dispatcher = _selected
     try:
         if dispatcher.signatures:
             return False
-        return not dispatcher._cache._cache_file._load_index()
+        index = dispatcher._cache._cache_file._load_index()
+        try:  # entries of this closure's constants (the specialisations share one index)
+            mine = dispatcher._cache._index_key(None, dispatcher.targetctx.codegen())[1:]
+            return not any(key[1:] == mine for key in index)
+        except AttributeError:
+            return not index
     except Exception:  # noqa: BLE001 - private Numba API; unknown means "may compile"
         return True
 
@@ -258,20 +374,24 @@ def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
     with an empty cache, one line saying so goes to stderr, so a first run
     is not mistaken for a hang.
     """
+    kernel_for(orthogonal, chi, kind)
     if compile_pending():
         print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
               "cached for later runs) ...", file=sys.stderr, flush=True)
     _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length, out)
 
 
-def _flush_if_dependencies_changed(dispatcher=_reduced_estimates_kernel):
+def _flush_if_dependencies_changed(dispatcher=None):
     """Empty ``dispatcher``'s on-disk cache if the sources it inlines changed since it was written."""
     from .. import _elementary
-    from . import _elementary_numba, _rng_numba
+    from . import _elementary_numba, _rng_numba, _scalar
+
+    if dispatcher is None:  # the specialisations share one cache index (one closure)
+        dispatcher = kernel_for(False, True, POSITIVE)
 
     try:
         digest = hashlib.sha256()
-        for module in (_elementary, _elementary_numba, _rng_numba):
+        for module in (_elementary, _elementary_numba, _rng_numba, _scalar):
             with open(module.__file__, "rb") as f:
                 digest.update(f.read())
         stamp = digest.hexdigest()

@@ -1,6 +1,6 @@
 """Scalar Numba versions of :mod:`rfkernels.rng`: the same numbers, one at a time.
 
-The public functions are ``@numba.njit(cache=True)`` and can be called from
+The public functions are ``@scalar(cache=True)`` and can be called from
 other jitted code, including ``prange`` loops; a variate depends only on
 ``(key, trial, slot, stream)``, never on the thread that computes it. The
 building blocks (Philox, uniforms, Box--Muller, one Marsaglia--Tsang attempt)
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
-from . import _elementary_numba as elem
+from ._elementary_numba import exp, log, sincos_2pi
+from ._scalar import scalar
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
@@ -47,7 +47,7 @@ _ATTEMPT_BOOST = 0xFFFF
 _MAX_ATTEMPTS = 0xFFFF
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _philox_u64(c0, c1, c2, c3, k0, k1):
     """Philox4x32-10 on uint64 words below 2**32; returns four such uint64.
 
@@ -65,7 +65,7 @@ def _philox_u64(c0, c1, c2, c3, k0, k1):
     return c0, c1, c2, c3
 
 
-@numba.njit(cache=True)
+@scalar(cache=True)
 def philox4x32_10_scalar(c0, c1, c2, c3, k0, k1):
     """Philox4x32-10 of one counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``.
 
@@ -83,7 +83,7 @@ def philox4x32_10_scalar(c0, c1, c2, c3, k0, k1):
     return np.uint32(w0), np.uint32(w1), np.uint32(w2), np.uint32(w3)
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _block(k0, k1, trial, slot, stream, attempt):
     """Philox block at counter (slot, stream << 16 | attempt, trial lo, trial hi)."""
     t = np.uint64(trial)
@@ -98,39 +98,39 @@ def _block(k0, k1, trial, slot, stream, attempt):
     )
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _uniform52(lo, hi):
     bits = (hi << _SHIFT32) | lo
     return (np.float64(bits >> _SHIFT12) + 0.5) * _TWO_M52
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _uniform32(w):
     return (np.float64(w) + 0.5) * _TWO_M32
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def _box_muller(u1, u2):
     """Both Box--Muller normals ``(r cos(2 pi u2), r sin(2 pi u2))``, ``r = sqrt(-2 log u1)``."""
-    r = math.sqrt(-2.0 * elem.log(u1))
-    sin, cos = elem.sincos_2pi(u2)
+    r = math.sqrt(-2.0 * log(u1))
+    sin, cos = sincos_2pi(u2)
     return r * cos, r * sin
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def normal_pair_inline(k0, k1, trial, pair, stream):
     """The normals of slots ``2 pair`` and ``2 pair + 1``; inlined, for vectorised loops."""
     w0, w1, w2, w3 = _block(k0, k1, trial, pair, stream, 0)
     return _box_muller(_uniform52(w0, w1), _uniform52(w2, w3))
 
 
-@numba.njit(cache=True, error_model="numpy")
+@scalar(cache=True, error_model="numpy")
 def normal_pair_at(k0, k1, trial, pair, stream):
     """Normals of slots ``2 pair``, ``2 pair + 1``; = :func:`rfkernels.rng.normal_pair`."""
     return normal_pair_inline(k0, k1, trial, pair, stream)
 
 
-@numba.njit(cache=True, error_model="numpy")
+@scalar(cache=True, error_model="numpy")
 def normal_at(k0, k1, trial, slot, stream):
     """Standard normal at ``(key, trial, slot, stream)``; = :func:`rfkernels.rng.normal`."""
     s = np.uint64(slot)
@@ -138,14 +138,14 @@ def normal_at(k0, k1, trial, slot, stream):
     return z1 if (s & np.uint64(1)) != 0 else z0
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def mt_params(dof):
     """Marsaglia-Tsang constants ``(d, c)`` for a chi-square with ``dof >= 2``."""
     d = 0.5 * dof - _ONE_THIRD
     return d, 1.0 / math.sqrt(9.0 * d)
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def mt_first_stage(k0, k1, trial, slot, stream, attempt, d, c):
     """A Marsaglia-Tsang attempt up to its squeeze: ``(squeezed, v, x**2, U, companion)``.
 
@@ -164,22 +164,22 @@ def mt_first_stage(k0, k1, trial, slot, stream, attempt, d, c):
     return squeezed, v, x2, u, companion
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def mt_second_stage(v, x2, u, d):
     """The logarithmic acceptance test ``v > 0 and log U < x**2/2 + d (1 - v + log v)``."""
     positive = v > 0.0
-    vlog = elem.log(v if positive else 1.0)
-    return positive & (elem.log(u) < 0.5 * x2 + d * ((1.0 - v) + vlog))
+    vlog = log(v if positive else 1.0)
+    return positive & (log(u) < 0.5 * x2 + d * ((1.0 - v) + vlog))
 
 
-@numba.njit(inline="always")
+@scalar(inline="always")
 def mt_attempt(k0, k1, trial, slot, stream, attempt, d, c):
     """One Marsaglia-Tsang attempt: ``(accepted, v, companion)``; the gamma value is ``d v``."""
     squeezed, v, x2, u, companion = mt_first_stage(k0, k1, trial, slot, stream, attempt, d, c)
     return squeezed | mt_second_stage(v, x2, u, d), v, companion
 
 
-@numba.njit(cache=True, error_model="numpy")
+@scalar(cache=True, error_model="numpy")
 def chi_square_normal_at(k0, k1, trial, slot, stream, dof):
     """Chi-square and its companion normal; = :func:`rfkernels.rng.chi_square_with_normal`.
 
@@ -212,11 +212,11 @@ def chi_square_normal_at(k0, k1, trial, slot, stream, dof):
     if small:
         w0, w1, _, _ = _block(k0, k1, trial, slot, stream, _ATTEMPT_BOOST)
         u = _uniform52(w0, w1)
-        g = g * elem.exp(elem.log(u) / a)
+        g = g * exp(log(u) / a)
     return 2.0 * g, z
 
 
-@numba.njit(cache=True, error_model="numpy")
+@scalar(cache=True, error_model="numpy")
 def chi_square_at(k0, k1, trial, slot, stream, dof):
     """Chi-square with ``dof > 0`` at ``(key, trial, slot, stream)``; = :func:`rfkernels.rng.chi_square`.
 
@@ -227,7 +227,7 @@ def chi_square_at(k0, k1, trial, slot, stream, dof):
     return q
 
 
-@numba.njit(cache=True, error_model="numpy")
+@scalar(cache=True, error_model="numpy")
 def chi_at(k0, k1, trial, slot, stream, dof):
     """Chi with ``dof > 0``: ``sqrt(chi_square_at(...))``; = :func:`rfkernels.rng.chi`."""
     return math.sqrt(chi_square_at(k0, k1, trial, slot, stream, dof))

@@ -1,0 +1,175 @@
+"""The GPU Monte Carlo kernel (rfkernels.backends._mc_cuda) against the CPU kernel.
+
+Without a device the kernels run in Numba's CUDA simulator. The simulator
+must be chosen before ``numba.cuda`` is first imported, so the simulator
+checks run in one subprocess (``NUMBA_ENABLE_CUDASIM=1``) that executes this
+file as a script and prints its findings as JSON; the tests below read them.
+There, every device function is the CUDA twin built from the scalar source
+and runs as Python, so equality with the CPU kernel checks the source the
+device compiles. Tests marked ``gpu`` use a real device through CuPy.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rfkernels.backends import cupy_available
+
+KEY = (7, 9)
+BASE = (3 << 40) | 2**33  # pair 3, trials from 2**33: high counter words in use
+LENGTH = 0.9
+#: (m, d): two orthogonal blocks, the last partial (chi-square tail with dof 1 < 2 at d = 2)
+SHAPES = [(5, 3), (3, 2)]
+TRIALS = 150
+LAUNCHES = [(1, 1), (16, 3), (64, 1)]  # (threads per block, blocks)
+CASES = [(orth, chi, kind) for orth in (False, True) for chi in (True, False) for kind in (0, 1, 2)]
+KINDS = {0: "positive", 1: "hyperbolic", 2: "trig"}
+
+needs_numba_cuda = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                                      reason="needs numba-cuda (the CUDA target of Numba)")
+
+
+def _simulated():
+    """Run in the subprocess: every comparison, as a JSON-able dict."""
+    from rfkernels.backends import _mc_cuda, _mc_numba, _scalar
+
+    assert _scalar.simulator_enabled()
+    found = {"cases": {}, "launch": {}, "moments": {}}
+    for orth, chi, kind in CASES:
+        for m, d in SHAPES:
+            args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, orth, chi, kind, LENGTH)
+            cpu = np.empty(TRIALS)
+            _mc_numba.reduced_estimates(*args, cpu)
+            threads, blocks = LAUNCHES[(m + kind) % len(LAUNCHES)]
+            gpu = np.full(TRIALS, np.nan)
+            _mc_cuda.gpu_reduced_estimates(*args, gpu, threads=threads, blocks=blocks)
+            found["cases"][f"{orth}-{chi}-{kind}-{m}-{d}"] = {
+                "equal": bool(np.array_equal(cpu, gpu)),
+                "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
+            }
+    # launch shapes: estimates and moments of one case under several shapes
+    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 5, 3, True, True, 0, LENGTH)
+    outs = []
+    for threads, blocks in LAUNCHES:
+        out = np.empty(TRIALS)
+        _mc_cuda.gpu_reduced_estimates(*args, out, threads=threads, blocks=blocks)
+        outs.append(out)
+    found["launch"]["estimates_equal"] = all(np.array_equal(outs[0], o) for o in outs[1:])
+    moments = []
+    for blocks in (1, 2):
+        out = np.empty(TRIALS)
+        moments.append(list(_mc_cuda.gpu_reduced_moments(*args, 1.0, out, blocks=blocks)))
+        found["launch"]["moments_estimates_equal"] = bool(np.array_equal(out, outs[0]))
+    found["moments"] = {"by_blocks": moments, "estimates": outs[0].tolist()}
+    # the twins run as Python: no CPU-compiled function among their callees
+    twin = _scalar.cuda_twin(_mc_numba.trial_estimate)
+    seen, stack, cpu_callees = set(), [twin], []
+    while stack:
+        fn = getattr(stack.pop(), "fn", None)
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for name in fn.__code__.co_names:
+            value = fn.__globals__.get(name)
+            if value in _scalar._SOURCES:
+                cpu_callees.append(name)
+            elif hasattr(value, "fn"):
+                stack.append(value)
+    found["cpu_callees"] = cpu_callees
+    found["twins_seen"] = len(seen)
+    return found
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_numba_cuda
+@pytest.mark.parametrize("orth, chi, kind", CASES,
+                         ids=[f"{'orthogonal' if o else 'iid'}-{'chi' if c else 'fixed'}-{KINDS[k]}"
+                              for o, c, k in CASES])
+def test_simulated_gpu_estimates_equal_cpu_bit_for_bit(simulated, orth, chi, kind):
+    for m, d in SHAPES:
+        case = simulated["cases"][f"{orth}-{chi}-{kind}-{m}-{d}"]
+        assert case["equal"], f"m={m}, d={d}: max |gpu - cpu| = {case['max_abs_diff']}"
+
+
+@needs_numba_cuda
+def test_simulated_gpu_results_do_not_depend_on_launch_shape(simulated):
+    assert simulated["launch"]["estimates_equal"]
+    assert simulated["launch"]["moments_estimates_equal"]
+    by_blocks = simulated["moments"]["by_blocks"]
+    assert by_blocks[0] == by_blocks[1]
+    err = np.asarray(simulated["moments"]["estimates"]) - 1.0
+    n, err_mean, err_m2, sq_mean, sq_m2, sq_max = by_blocks[0]
+    assert n == TRIALS
+    np.testing.assert_allclose([err_mean, err_m2], [err.mean(), ((err - err.mean()) ** 2).sum()], rtol=1e-12)
+    sq = err * err
+    np.testing.assert_allclose([sq_mean, sq_m2], [sq.mean(), ((sq - sq.mean()) ** 2).sum()], rtol=1e-12)
+    assert sq_max == sq.max()
+
+
+@needs_numba_cuda
+def test_simulated_device_functions_are_built_from_the_scalar_source(simulated):
+    assert simulated["cpu_callees"] == []
+    assert simulated["twins_seen"] >= 10  # trial_estimate down to Philox and the bit casts
+
+
+@needs_numba_cuda
+def test_merge_tiles_fixed_order_equals_two_pass_moments():
+    from rfkernels.backends._mc_cuda import merge_tiles
+
+    rng = np.random.default_rng(0)
+    e = rng.standard_normal(1000)
+    rows = []
+    for start in range(0, e.size, 128):
+        v = e[start:start + 128]
+        s = v * v
+        rows.append([v.size, v.mean(), ((v - v.mean()) ** 2).sum(), s.mean(), ((s - s.mean()) ** 2).sum(), s.max()])
+    got = merge_tiles(rows)
+    s = e * e
+    np.testing.assert_allclose(got[1:5], [e.mean(), ((e - e.mean()) ** 2).sum(), s.mean(),
+                                          ((s - s.mean()) ** 2).sum()], rtol=1e-12)
+    assert got.n == 1000 and got.sq_max == s.max()
+    assert merge_tiles(rows) == got  # deterministic
+    with pytest.raises(ValueError, match="partials must have shape"):
+        merge_tiles(np.empty((0, 6)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
+@needs_numba_cuda
+@pytest.mark.parametrize("orth, chi, kind", CASES)
+def test_device_estimates_match_cpu(orth, chi, kind):
+    """On a device FMA contraction may change last bits: equal to rounding, and stable across shapes."""
+    import cupy
+
+    from rfkernels.backends import _mc_cuda, _mc_numba
+
+    n = 4096
+    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 64, 16, orth, chi, kind, LENGTH)
+    cpu = np.empty(n)
+    _mc_numba.reduced_estimates(*args, cpu)
+    outs = []
+    for threads, blocks in ((128, None), (32, 3)):
+        out = cupy.empty(n)
+        _mc_cuda.gpu_reduced_estimates(*args, out, threads=threads, blocks=blocks)
+        outs.append(out.get())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], cpu, rtol=1e-12, atol=1e-13)
+    print(f"device == cpu bit for bit: {np.array_equal(outs[0], cpu)}; "
+          f"max |diff| {np.max(np.abs(outs[0] - cpu)):.3g}")
+
+
+if __name__ == "__main__":  # the simulator subprocess of the fixture above
+    print(json.dumps(_simulated()))
