@@ -70,6 +70,43 @@ def point_id(point):
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
+def point_ids(axis_values, axis_index):
+    """:func:`point_id` of many points at once, without a dict per point.
+
+    The points hold every axis of :data:`GRID_AXES` (None where an axis is
+    unused), as grid points do. ``axis_values[axis]`` lists the values an
+    axis takes (``[None]`` for an unused axis) and ``axis_index[axis]``
+    holds each point's position on it (integer arrays of one length).
+    Returns a list of ids, ``point_id`` of each point: the canonical JSON of
+    every distinct axis value is made once and each point's text is
+    assembled from those pieces.
+    """
+    keys = sorted(a for a in GRID_AXES if a != "backend")
+    slots = ["backend", *keys]
+    template = ('{"backend": %s, "point": {' + ", ".join(f"{json.dumps(k)}: %s" for k in keys)
+                + "}}")
+    texts, columns = [], []
+    for axis, part in zip(slots, template.split("%s")[1:]):
+        values = axis_values[axis]
+        if axis == "backend":
+            pieces = [json.dumps(v) for v in values]
+        else:
+            pieces = [json.dumps(canonical_point({axis: v})[axis]) for v in values]
+        idx = np.asarray(axis_index[axis])
+        if idx.size and idx.min() == idx.max():  # the same value for every point: into the template
+            texts.append(pieces[int(idx[0])].replace("%", "%%") + part)
+        else:
+            texts.append("%s" + part)
+            columns.append(np.asarray(pieces, dtype=object)[idx].tolist())
+    template = template.split("%s")[0] + "".join(texts)
+    sha256 = hashlib.sha256
+    if not columns:
+        n = len(np.asarray(axis_index["kind"]))
+        return [sha256(template.replace("%%", "%").encode()).hexdigest()[:16]] * n
+    digests = b"".join([sha256((template % t).encode()).digest()[:8] for t in zip(*columns)]).hex()
+    return [digests[i : i + 16] for i in range(0, len(digests), 16)]
+
+
 def norms_from_sum(norm_sum, angle):
     """|x| = |y| giving |x + y| = ``norm_sum`` at ``angle``: ``norm_sum / (2 cos(θ/2))``.
 
@@ -82,8 +119,25 @@ def norms_from_sum(norm_sum, angle):
     return out[()] if out.ndim == 0 else out
 
 
+def check_norm_axes(point, where="geometry"):
+    """Refuse a point (or grid) that gives ``norm_sum`` and ``norm_x``/``norm_y`` together.
+
+    ``norm_sum`` fixes |x| = |y| from |x + y| and the angle, so with
+    ``norm_x`` or ``norm_y`` as well the geometry is over-specified: one
+    would be used and the other reported. Keys set to None count as absent.
+    """
+    given = [k for k in ("norm_x", "norm_y") if point.get(k) is not None]
+    if point.get("norm_sum") is not None and given:
+        raise ValueError(
+            f"{where}: give either norm_sum or norm_x/norm_y, not both "
+            f"(got norm_sum and {' and '.join(given)})"
+        )
+    return point
+
+
 def point_norms(point):
     """``(|x|, |y|)`` of a point: ``norm_x``, ``norm_y``, or both from ``norm_sum``."""
+    check_norm_axes(point)
     if point.get("norm_sum") is not None:
         n = float(norms_from_sum(point["norm_sum"], point["angle"]))
         return n, n

@@ -3,7 +3,9 @@
 A sweep is a grid (the Cartesian product of its axes, in declared order)
 evaluated point by point by :func:`rfkernels.analysis.comparison.evaluate_point`,
 in-process, on a local process pool or on a Dask cluster, into a tidy CSV
-table (one row per grid point) with a JSON sidecar.
+table (one row per grid point) with a JSON sidecar. Theory-only sweeps take
+a vectorised path: the closed forms and the CSV text of a block of 65,536
+points at a time.
 
 Determinism
     Each point's random stream is ``SeedSequence(root_seed,
@@ -13,18 +15,33 @@ Determinism
     ``seconds`` is reproducible bit for bit (floats are written with
     ``repr``, which round-trips).
 
+One writer per folder
+    A sweep holds an exclusive ``flock`` on ``OUT/.sweep.lock`` (which
+    records its pid) from before it reads anything in the folder until it
+    ends. A second sweep on the same folder fails at once with "another
+    sweep (pid N) is writing OUT". The operating system drops the lock when
+    the process ends, however it ends, so ``kill -9`` leaves no stale lock.
+
 Resuming
-    Rows are appended one complete line per point (a single ``write`` and an
-    ``fsync``); a sweep killed at any moment leaves at most a torn last line,
-    which ``--resume`` drops before skipping the finished points. When every
-    point is done the table is rewritten in grid order (temporary file, then
-    an atomic ``os.replace``), so a resumed sweep yields the same file as an
-    uninterrupted one. A results file that belongs to another grid, or that
-    is corrupt, is reported and never touched.
+    Rows are appended as complete lines, one ``write`` per row (per block of
+    rows in theory-only sweeps), and ``fsync``-ed at most once per second
+    and when the sweep ends or fails. A killed process (even ``kill -9``)
+    loses no written row and leaves at most a torn last line, which
+    ``--resume`` drops before skipping the finished points; an operating
+    system crash can lose the rows written since the last ``fsync``. A write
+    that fails (a full disk) is cut back to the last complete line. When
+    every point is done the table is in grid order: rewritten (temporary
+    file, then an atomic ``os.replace``) unless its rows were appended in
+    that order, so a resumed sweep yields the same file as an uninterrupted
+    one. Every resumed row is checked (types, finiteness, and that its
+    ``point_id`` is the point of this grid its values say); a results file
+    that belongs to another grid, or that is corrupt, is reported with the
+    line number and never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -34,16 +51,17 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from rfkernels._io import atomic_write, git_revision, package_versions
-from rfkernels._validation import ENSEMBLES, KINDS, NORMS
+from rfkernels._validation import ENSEMBLES, KINDS, NORMS, check_memory
 from rfkernels.backends import BACKENDS
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
-from .points import GRID_AXES, norms_from_sum, point_id, point_seed
+from .points import GRID_AXES, norms_from_sum, point_id, point_ids, point_seed
 
 #: Keys of the ``[run]`` table and their defaults.
 RUN_DEFAULTS = {
@@ -60,7 +78,15 @@ _REQUIRED = ("d", "m", "angle")
 COLUMNS = ("point_id",) + GRID_AXES + RESULT_COLUMNS
 RESULTS_NAME = "results.csv"
 SIDECAR_NAME = "sweep.json"
+#: The lock file: held (``flock``) by the one sweep writing the folder; holds its pid.
+LOCK_NAME = ".sweep.lock"
 FORMAT = "rfkernels-sweep/1"
+#: Points per block of a theory-only sweep (closed forms, CSV text, one ``write``).
+THEORY_BLOCK = 1 << 16
+#: Seconds between ``fsync`` calls on the results file (and one at the end).
+SYNC_INTERVAL = 1.0
+#: Seconds to wait for a Dask scheduler to answer.
+DASK_CONNECT_TIMEOUT = 5.0
 
 
 class SweepError(ValueError):
@@ -91,7 +117,10 @@ class SweepSpec:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
         except OSError as exc:
-            raise SweepError(f"cannot read grid file {path}: {exc}") from None
+            raise SweepError(f"cannot read grid file {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:  # tomllib decodes the whole file first
+            raise SweepError(f"grid file {path} is not valid TOML: it is not UTF-8 text "
+                             f"(byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r})") from None
         except tomllib.TOMLDecodeError as exc:
             raise SweepError(f"grid file {path} is not valid TOML: {exc}") from None
         unknown = set(data) - {"grid", "run"}
@@ -109,11 +138,11 @@ class SweepSpec:
         grid = dict(grid)
         unknown = set(grid) - set(GRID_AXES)
         if unknown:
-            key = sorted(unknown)[0]
+            key = min(unknown)
             raise SweepError(f"grid.{key}: unknown key; valid keys are {', '.join(GRID_AXES)}")
         unknown = set(run) - set(RUN_DEFAULTS)
         if unknown:
-            key = sorted(unknown)[0]
+            key = min(unknown)
             raise SweepError(f"run.{key}: unknown key; valid keys are {', '.join(RUN_DEFAULTS)}")
         out = {}
         for axis in GRID_AXES:
@@ -166,14 +195,12 @@ class SweepSpec:
     # -- points -------------------------------------------------------------
 
     def points(self):
-        """The grid points, in declared order (the last axis varies fastest)."""
-        axes = [a for a in GRID_AXES if a in self.grid]
-        out = []
-        for combo in itertools.product(*(self.grid[a] for a in axes)):
-            p = {a: None for a in GRID_AXES}
-            p.update(dict(zip(axes, combo)))
-            out.append(p)
-        return out
+        """The grid points, in declared order (the last axis varies fastest).
+
+        A read-only sequence of dicts made on demand: ``len`` costs nothing
+        and a million-point grid is never held as a million dicts.
+        """
+        return GridPoints(self.grid)
 
     def fingerprint(self):
         """Hash of everything that determines the table's numbers."""
@@ -183,6 +210,40 @@ class SweepSpec:
 
     def to_dict(self):
         return {"grid": self.grid, "run": self.run}
+
+
+class GridPoints(Sequence):
+    """The points of a grid in declared order, made one at a time (see :meth:`SweepSpec.points`)."""
+
+    def __init__(self, grid):
+        self._axes = [a for a in GRID_AXES if a in grid]
+        self._values = [list(grid[a]) for a in self._axes]
+        self._len = math.prod(len(v) for v in self._values)
+
+    def __len__(self):
+        return self._len
+
+    def _point(self, combo):
+        p = dict.fromkeys(GRID_AXES)
+        p.update(zip(self._axes, combo))
+        return p
+
+    def __iter__(self):
+        return (self._point(c) for c in itertools.product(*self._values))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        i = int(i)
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(f"grid point {i} out of range (the grid has {self._len})")
+        combo = []
+        for values in reversed(self._values):
+            i, k = divmod(i, len(values))
+            combo.append(values[k])
+        return self._point(reversed(combo))
 
 
 def _check_axis_value(axis, v):
@@ -250,37 +311,54 @@ def run_point(point, run):
     return row
 
 
-def grid_arrays(spec):
+def _axis_values(spec):
+    """Every axis of :data:`GRID_AXES` -> the values it takes (``[None]`` if unused)."""
+    return {a: list(spec.grid.get(a, [None])) for a in GRID_AXES}
+
+
+def _grid_index(spec, start=0, stop=None):
+    """Positions on every axis (``GRID_AXES``) of grid points ``start:stop`` (int64 arrays)."""
+    values = _axis_values(spec)
+    sizes = [len(values[a]) for a in GRID_AXES]
+    n = math.prod(sizes)
+    stop = n if stop is None else min(stop, n)
+    flat = np.arange(start, stop, dtype=np.int64)
+    return dict(zip(GRID_AXES, np.unravel_index(flat, sizes))) if flat.size else {
+        a: flat for a in GRID_AXES}
+
+
+def grid_arrays(spec, start=0, stop=None):
     """The grid as column arrays in :meth:`SweepSpec.points` order (no per-point Python).
 
     Returns ``(cols, index)``: ``cols[axis]`` holds each point's value and
-    ``index[axis]`` its position along that axis.
+    ``index[axis]`` its position along that axis. ``start`` and ``stop``
+    select the points ``start:stop`` of the grid (all by default).
     """
-    axes = [a for a in GRID_AXES if a in spec.grid]
-    sizes = [len(spec.grid[a]) for a in axes]
-    grid_index = np.indices(sizes, dtype=np.int32).reshape(len(axes), -1)
+    index_all = _grid_index(spec, start, stop)
+    n = index_all["kind"].size
     cols, index = {}, {}
-    for a, idx in zip(axes, grid_index):
+    for a in GRID_AXES:
+        if a not in spec.grid:
+            cols[a] = np.full(n, None, dtype=object)
+            continue
         values = spec.grid[a]
         dtype = object if isinstance(values[0], str) else type(values[0])
-        cols[a] = np.asarray(values, dtype=dtype)[idx]
-        index[a] = idx
-    n = grid_index.shape[1]
-    for a in GRID_AXES:
-        cols.setdefault(a, np.full(n, None, dtype=object))
+        index[a] = index_all[a]
+        cols[a] = np.asarray(values, dtype=dtype)[index[a]]
     return cols, index
 
 
-def theory_table(spec):
-    """Theory columns of every grid point, vectorised per (kind, ensemble, norms).
+def theory_table(spec, start=0, stop=None):
+    """Theory columns of the grid points ``start:stop`` (all by default), vectorised.
 
     Returns a dict of column arrays (grid order) with the point variables,
     ``mse_exact``, ``mse_lemma2`` and ``theorem2_bound`` (NaN where a
-    statement does not apply). This is the fast path of theory-only sweeps.
+    statement does not apply) and ``note``, computed per (kind, ensemble,
+    norms). This is the fast path of theory-only sweeps.
     """
     from rfkernels import theory
 
-    cols, index = grid_arrays(spec)
+    cols, index = grid_arrays(spec, start, stop)
     n = cols["d"].size
     for name in ("mse_exact", "mse_lemma2", "theorem2_bound"):
         cols[name] = np.full(n, np.nan)
@@ -295,31 +373,29 @@ def theory_table(spec):
         enumerate(g["kind"]), enumerate(g["ensemble"]), enumerate(g["norms"])
     ):
         sel = (index["kind"] == i) & (index["ensemble"] == j) & (index["norms"] == k)
+        if not sel.any():
+            continue
         geom = theory.geometry_from_angle(cols["d"][sel], nx[sel], ny[sel], angle[sel])
         for name, values in theory_columns(geom, cols["m"][sel], kind, ensemble, norms).items():
             cols[name][sel] = values
     return cols
 
 
-def _theory_rows(spec):
-    """Rows (dicts) of a theory-only sweep."""
-    cols = theory_table(spec)
-    points = spec.points()
-    rows = []
-    for i, p in enumerate(points):
-        r = dict(p)
-        r["point_id"] = point_id(p)
-        r.update({k: float("nan") for k in RESULT_COLUMNS})
-        r["trials"], r["tail_ok"], r["seconds"] = 0, "", 0.0
-        for name in ("mse_exact", "mse_lemma2", "theorem2_bound"):
-            r[name] = float(cols[name][i])
-        r["note"] = str(cols["note"][i])
-        rows.append(r)
-    return rows
+def _grid_ids(spec, start=0, stop=None):
+    """``point_id`` of the grid points ``start:stop``, vectorised."""
+    return point_ids(_axis_values(spec), _grid_index(spec, start, stop))
+
+
+def _id_positions(spec):
+    """``point_id -> position in the grid`` for every grid point."""
+    out = {}
+    for start in range(0, len(spec.points()), THEORY_BLOCK):
+        out.update(zip(_grid_ids(spec, start, start + THEORY_BLOCK), itertools.count(start)))
+    return out
 
 
 # ---------------------------------------------------------------------------
-# Storage
+# CSV text
 # ---------------------------------------------------------------------------
 
 
@@ -335,74 +411,539 @@ def _format(v):
 
 def _row_line(row):
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([_format(row.get(c)) for c in COLUMNS])
+    fields = [_format(row.get(c)) for c in COLUMNS]
+    fields[COLUMNS.index("note")] = _one_line(fields[COLUMNS.index("note")])
+    csv.writer(buf, lineterminator="\n").writerow(fields)
     return buf.getvalue()
 
 
+def _one_line(text):
+    """A note on one line (a table row is one line of the file)."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def _csv_field(text):
+    """``text`` as :func:`_row_line` writes it (quoted where the csv module quotes)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([text, ""])
+    return buf.getvalue()[:-2]
+
+
+#: The constant columns of a theory-only row (the others: NaN, written empty).
+_THEORY_CONSTANTS = {"trials": 0, "tail_ok": "", "seconds": 0.0}
+
+
+def _float_texts(values, same=None, same_texts=None):
+    """``_format`` of each float of an array (NaN: empty), without a call per value.
+
+    Where ``values`` equals ``same`` (an array already formatted as
+    ``same_texts``) the text is reused.
+    """
+    out = [""] * values.size
+    todo = ~np.isnan(values)
+    if same is not None:
+        reuse = todo & (values.view(np.int64) == same.view(np.int64))  # same bits: same text
+        for i in np.flatnonzero(reuse).tolist():
+            out[i] = same_texts[i]
+        todo &= ~reuse
+    where = np.flatnonzero(todo).tolist()
+    for i, text in zip(where, map(repr, values[todo].tolist())):
+        out[i] = text
+    return out
+
+
+def _theory_block(spec, start, stop, skip=None):
+    """CSV lines of the theory-only rows ``start:stop`` of the grid (byte for byte
+    what :func:`_row_line` writes for them), leaving out the ids in ``skip``.
+
+    Returns ``(text, n_rows)``.
+    """
+    cols = theory_table(spec, start, stop)
+    index = _grid_index(spec, start, stop)
+    values = _axis_values(spec)
+    ids = point_ids(values, index)
+    exact = _float_texts(cols["mse_exact"])
+    lemma2 = _float_texts(cols["mse_lemma2"], cols["mse_exact"], exact)
+    bound = _float_texts(cols["theorem2_bound"], cols["mse_exact"], exact)
+    quoted = {text: _csv_field(_one_line(text)) for text in set(cols["note"].tolist())}
+    notes = [quoted[t] for t in cols["note"].tolist()]
+    # the line template: constant fields written in, one %s per field that varies
+    fields, columns = ["%s"], [ids]
+    for a in GRID_AXES:
+        texts = [_csv_field(_format(v)) for v in values[a]]
+        idx = index[a]
+        if idx.min() == idx.max():
+            fields.append(texts[int(idx[0])].replace("%", "%%"))
+        else:
+            fields.append("%s")
+            columns.append(np.asarray(texts, dtype=object)[idx].tolist())
+    theory = {"mse_exact": exact, "mse_lemma2": lemma2, "theorem2_bound": bound, "note": notes}
+    for c in RESULT_COLUMNS:
+        if c in theory:
+            fields.append("%s")
+            columns.append(theory[c])
+        else:
+            fields.append(_csv_field(_format(_THEORY_CONSTANTS.get(c, float("nan")))))
+    template = ",".join(fields) + "\n"
+    rows = zip(*columns)
+    if skip:
+        lines = [template % r for r in rows if r[0] not in skip]
+    else:
+        lines = [template % r for r in rows]
+    return "".join(lines), len(lines)
+
+
+# ---------------------------------------------------------------------------
+# Reading and checking tables
+# ---------------------------------------------------------------------------
+
+_CHOICES = {"kind": KINDS, "ensemble": ENSEMBLES, "norms": NORMS, "backend": BACKENDS}
+#: Float columns that may be empty (not applicable, or beyond float64 with a note).
+_OPTIONAL_FLOATS = ("norm_x", "norm_y", "norm_sum", "mse_mc", "stderr", "ci_low", "ci_high", "bias",
+                    "bias_stderr", "mse_exact", "mse_lemma2", "theorem2_bound", "z", "k_hat",
+                    "max_share")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _first(flags):
+    """Index of the first True of a sequence of flags (None if there is none)."""
+    return next((i for i, f in enumerate(flags) if f), None)
+
+
+def _check_column(column, texts):
+    """The typed values of one column of a block of rows, or ``(None, (i, problem))``
+    for its first bad field ``i``."""
+    if column in _CHOICES:
+        allowed = _CHOICES[column]
+        if set(texts) <= set(allowed):
+            return list(texts), None
+        i = _first(t not in allowed for t in texts)
+        return None, (i, f"{column} = {texts[i]!r} is not one of {', '.join(allowed)}")
+    if column in ("d", "m", "trials"):
+        lowest = 0 if column == "trials" else 1
+        bad = [not (t.isascii() and t.isdigit() and len(t) <= 19) or int(t) < lowest for t in texts]
+        i = _first(bad)
+        if i is None:
+            return list(map(int, texts)), None
+        return None, (i, f"{column} = {texts[i]!r} is not an integer >= {lowest}")
+    if column == "tail_ok":
+        words = {"true": True, "false": False, "": None}
+        i = _first(t not in words for t in texts)
+        if i is None:
+            return [words[t] for t in texts], None
+        return None, (i, f"tail_ok = {texts[i]!r} is not true, false or empty")
+    if column == "note":
+        return list(texts), None
+    if column == "point_id":
+        i = _first(len(t) != 16 or not _HEX.issuperset(t) for t in texts)
+        if i is None:
+            return list(texts), None
+        return None, (i, f"point_id = {texts[i]!r} is not 16 hexadecimal digits")
+    # floats: empty only where the column may be empty; finite; seconds >= 0
+    optional = column in _OPTIONAL_FLOATS
+    where = [i for i, t in enumerate(texts) if t or not optional]
+    try:
+        numbers = np.array([texts[i] for i in where], dtype=np.float64)
+    except ValueError:
+        numbers = None
+    if numbers is None:  # find the first field float() refuses
+        for i in where:
+            try:
+                float(texts[i])
+            except ValueError:
+                return None, (i, f"{column} = {texts[i]!r} is not a number")
+    bad = ~np.isfinite(numbers)
+    if column == "seconds":
+        bad |= numbers < 0
+    if bad.any():
+        i = where[int(np.argmax(bad))]
+        what = "is negative" if np.isfinite(numbers[np.argmax(bad)]) else "is not finite"
+        return None, (i, f"{column} = {texts[i]!r} {what}")
+    values = [None] * len(texts)
+    for i, v in zip(where, numbers.tolist()):
+        values[i] = v
+    return values, None
+
+
+class _Table:
+    """A results CSV, checked block by block (see :func:`read_results`).
+
+    ``keep``: "raw" (dicts of strings), "typed" (dicts of values) or None
+    (only the ids, the total seconds and where the complete lines end).
+    """
+
+    BLOCK = 1 << 16  # rows checked together
+
+    def __init__(self, path, spec=None, keep="raw"):
+        self.path, self.keep = path, keep
+        self.rows, self.ids, self.seconds = [], set(), 0.0
+        self.good_bytes, self.torn = 0, False
+        self.positions = _id_positions(spec) if spec is not None else None
+        with open(path, "rb") as fh:
+            lines = self._lines(fh)
+            header = next(lines, None)
+            if header is None:
+                raise SweepError(f"{path} is empty: not a results file")
+            if header != ",".join(COLUMNS) + "\n":
+                raise SweepError(f"{path} does not have the columns of a results table; "
+                                 "refusing to touch it")
+            reader = csv.reader(lines)
+            block, first = [], 2
+            while True:
+                try:
+                    fields = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    self._fail(reader.line_num + 1, f"is not CSV ({exc})")
+                if reader.line_num != first + len(block) - 1:  # ran over the end of its line
+                    self._fail(first + len(block), "is not one CSV record (an unclosed quote)")
+                block.append(fields)
+                if len(block) == self.BLOCK:
+                    self._check_block(block, first)
+                    first += len(block)
+                    block = []
+            self._check_block(block, first)
+
+    def _lines(self, fh):
+        """Complete lines as text (a torn last line is left out); counts their bytes."""
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.endswith(b"\n"):  # only the last line can end without one
+                self.torn = True
+                return
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self._fail(lineno, "is not UTF-8 text")
+            self.good_bytes += len(raw)
+            yield text
+
+    def _check_block(self, block, first):
+        """Types and finiteness, identity and uniqueness of rows ``first...`` (line numbers)."""
+        if not block:
+            return
+        problems = []
+        k = _first(len(f) != len(COLUMNS) for f in block)
+        if k is not None:
+            problems.append((k, f"has {len(block[k])} fields, expected {len(COLUMNS)}"))
+            block = block[:k]
+        texts = list(zip(*block)) if block else [()] * len(COLUMNS)
+        typed = {}
+        for column, col in zip(COLUMNS, texts):
+            typed[column], bad = _check_column(column, col)
+            if bad is not None:
+                problems.append((bad[0], f"has {bad[1]}"))
+        if problems:
+            i, what = min(problems, key=lambda p: p[0])  # the first line wrong
+            self._fail(first + i, what)
+        # identity: each point_id is the point its values say (and, with a grid, a point of it)
+        values, index = {}, {}
+        for a, col in zip(GRID_AXES, texts[1 : 1 + len(GRID_AXES)]):
+            seen = {}
+            index[a] = np.fromiter((seen.setdefault(t, len(seen)) for t in col), dtype=np.int64,
+                                   count=len(col))
+            position = {j: t for t, j in seen.items()}
+            values[a] = [_check_column(a, [position[j]])[0][0] for j in range(len(seen))]
+        want = point_ids(values, index)
+        i = _first(w != got for w, got in zip(want, typed["point_id"]))
+        if i is not None:
+            self._fail(first + i, f"has point_id {typed['point_id'][i]}, which is not the point "
+                       f"its values say ({want[i]})")
+        ids = typed["point_id"]
+        if self.positions is not None:
+            i = _first(pid not in self.positions for pid in ids)
+            if i is not None:
+                raise SweepError(f"{self.path}: line {first + i} is not a point of this grid; "
+                                 "refusing to touch it")
+        for i, pid in enumerate(ids):
+            if pid in self.ids:
+                raise SweepError(f"{self.path}: line {first + i} repeats point {pid}; refusing to "
+                                 "touch it")
+            self.ids.add(pid)
+        self.seconds += math.fsum(typed["seconds"])
+        if self.keep == "raw":
+            self.rows.extend(dict(zip(COLUMNS, f)) for f in block)
+        elif self.keep == "typed":
+            self.rows.extend(dict(zip(COLUMNS, v)) for v in zip(*(typed[c] for c in COLUMNS)))
+
+    def _fail(self, lineno, what):
+        raise SweepError(f"{self.path}: line {lineno} {what}; the file is corrupt and was left "
+                         "as it is")
+
+
 def read_results(path, spec=None):
-    """Parse a results CSV; returns ``(rows, torn)``.
+    """Parse a results CSV; returns ``(rows, torn)`` (rows as dicts of strings).
 
     ``torn`` is True when the last line is incomplete (a killed sweep); that
-    line is not returned. Raises :class:`SweepError` on anything else that
-    is wrong (header, field count, unknown or repeated points).
+    line is not returned. Every other line is checked: its field count, the
+    type of every field (integers, finite floats, empty only where a column
+    may be empty, known kinds, ensembles, norms and backends), that its
+    ``point_id`` is the point its values say (with ``spec``: a point of that
+    grid, with exactly the grid's values), and that no point repeats. Raises
+    :class:`SweepError` naming the line otherwise.
     """
-    with open(path, newline="") as fh:
-        text = fh.read()
-    torn = bool(text) and not text.endswith("\n")
-    lines = text.split("\n")
-    if torn:
-        lines = lines[:-1]
-    elif lines and lines[-1] == "":
-        lines = lines[:-1]
-    if not lines:
-        raise SweepError(f"{path} is empty: not a results file")
-    reader = csv.reader(lines)
-    header = next(reader)
-    if tuple(header) != COLUMNS:
-        raise SweepError(f"{path} does not have the columns of a results table; refusing to touch it")
-    ids = {point_id(p) for p in spec.points()} if spec is not None else None
-    rows, seen = [], set()
-    for lineno, fields in enumerate(reader, start=2):
-        if len(fields) != len(COLUMNS):
-            raise SweepError(f"{path}: line {lineno} has {len(fields)} fields, expected {len(COLUMNS)}; "
-                             "the file is corrupt and was left as it is")
-        row = dict(zip(COLUMNS, fields))
-        if ids is not None and row["point_id"] not in ids:
-            raise SweepError(f"{path}: line {lineno} is not a point of this grid; refusing to touch it")
-        if row["point_id"] in seen:
-            raise SweepError(f"{path}: line {lineno} repeats point {row['point_id']}; refusing to touch it")
-        seen.add(row["point_id"])
-        rows.append(row)
-    return rows, torn
+    table = _Table(path, spec)
+    return table.rows, table.torn
+
+
+def load_table(path):
+    """A results CSV as a list of dicts with typed values (floats, ints, bools, None).
+
+    Every row is checked as :func:`read_results` does; a corrupt table raises
+    :class:`SweepError` naming the line.
+    """
+    return _Table(path, keep="typed").rows
+
+
+# ---------------------------------------------------------------------------
+# The output folder: lock, checks, appends
+# ---------------------------------------------------------------------------
+
+
+class SweepIOError(OSError):
+    """The output folder cannot be created, locked or written, or a Dask scheduler
+    cannot be reached; the message says which, on one line."""
+
+
+@contextlib.contextmanager
+def _folder_io(out_dir, verb="write in"):
+    """Turn an OSError of the folder's files into a one-line :class:`SweepIOError`."""
+    try:
+        yield
+    except SweepIOError:
+        raise
+    except OSError as exc:
+        raise SweepIOError(f"cannot {verb} the output folder {out_dir}: {_reason(exc)}") from exc
+
+
+def _reason(exc):
+    text = exc.strerror or " ".join(str(exc).split())
+    return f"{text} ({exc.filename})" if exc.filename is not None else text
+
+
+class _FolderLock:
+    """An exclusive ``flock`` on ``out_dir/.sweep.lock``, which records the holder's pid.
+
+    The kernel releases it when the last descriptor of the holder's open
+    file closes, however the process ends: a killed sweep leaves no stale
+    lock (the file may stay; the next sweep takes it over).
+    """
+
+    def __init__(self, out_dir):
+        import fcntl
+
+        path = os.path.join(out_dir, LOCK_NAME)
+        while True:
+            with _folder_io(out_dir):
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = _lock_holder(fd)
+                os.close(fd)
+                raise SweepError(f"another sweep (pid {pid}) is writing {out_dir}") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            # a holder removes the file as it ends: make sure we hold the file that is there now
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                st = None
+            own = os.fstat(fd)
+            if st is not None and (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino):
+                break
+            os.close(fd)
+        self.fd, self.path, self.inode = fd, path, (own.st_dev, own.st_ino)
+        try:
+            with _folder_io(out_dir):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)  # while still holding it (see the inode check above)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
+def _lock_holder(fd):
+    """The pid a lock file records ('?' if its holder has not written it yet)."""
+    for _ in range(20):
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit():
+            return text
+        time.sleep(0.01)
+    return "?"
+
+
+def _forget_lock(fd, inode):
+    """Pool initializer: close a forked worker's copy of the lock descriptor, so the
+    lock dies with the sweep process and not with its last worker."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return
+    if (st.st_dev, st.st_ino) == inode:
+        os.close(fd)
+
+
+def _make_folder(out_dir):
+    """Create ``out_dir`` (and missing parents); return the folders created, deepest first."""
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise SweepIOError(f"the output folder {out_dir} exists and is not a folder")
+    missing = []
+    path = os.path.abspath(out_dir)
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if missing and not os.path.isdir(path):
+        raise SweepIOError(f"cannot create the output folder {out_dir}: {path} is not a folder")
+    with _folder_io(out_dir, "create"):
+        os.makedirs(out_dir, exist_ok=True)
+    return missing
+
+
+def _remove_folders(folders):
+    """Remove folders this run created (deepest first), as long as they are empty."""
+    for path in folders:
+        try:
+            os.rmdir(path)
+        except OSError:
+            break
+
+
+class _Appender:
+    """Appends complete lines to the results file; ``fsync`` at most every
+    :data:`SYNC_INTERVAL` seconds, and on :meth:`close`.
+
+    A failed write (a full disk) is cut back to the last complete line, so
+    the file never ends in half a row while the process lives.
+    """
+
+    def __init__(self, path, out_dir):
+        self.out_dir = out_dir
+        with _folder_io(out_dir):
+            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            self.size = os.fstat(self.fd).st_size
+        self.rows = 0
+        self.synced = time.monotonic()
+
+    def append(self, text, n_rows):
+        raw = text.encode()
+        data = memoryview(raw)
+        try:
+            with _folder_io(self.out_dir):
+                while data:
+                    data = data[os.write(self.fd, data):]
+                if time.monotonic() - self.synced >= SYNC_INTERVAL:
+                    self.sync()
+        except BaseException:
+            try:
+                os.ftruncate(self.fd, self.size)
+            except OSError:
+                pass
+            raise
+        self.size += len(raw)
+        self.rows += n_rows
+
+    def sync(self):
+        os.fsync(self.fd)
+        self.synced = time.monotonic()
+
+    def close(self):
+        if self.fd is None:
+            return
+        try:
+            with _folder_io(self.out_dir):
+                self.sync()
+        finally:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _check_geometries(spec):
-    """Every grid point's geometry and backend are usable, before anything is written."""
+    """Every grid geometry and backend is usable, before anything is written.
+
+    Checks the product of the geometry axes (d, angle and the norms), not
+    every point of the grid.
+    """
     from rfkernels import theory
     from rfkernels.backends import check_backend
 
     for backend in spec.grid["backend"]:
         check_backend(backend)
-    cols, _ = grid_arrays(spec)
-    angle = cols["angle"].astype(float)
+    g = spec.grid
+    norm_axes = ["norm_sum"] if "norm_sum" in g else ["norm_x", "norm_y"]
+    mesh = np.meshgrid(np.asarray(g["d"], dtype=np.int64),
+                       *(np.asarray(g[a], dtype=float) for a in ["angle"] + norm_axes),
+                       indexing="ij")
+    d, angle, *norms = (a.ravel() for a in mesh)
     try:
-        if "norm_sum" in spec.grid:
-            nx = ny = norms_from_sum(cols["norm_sum"].astype(float), angle)
+        if "norm_sum" in g:
+            nx = ny = norms_from_sum(norms[0], angle)
         else:
-            nx, ny = cols["norm_x"].astype(float), cols["norm_y"].astype(float)
-        theory.geometry_from_angle(cols["d"], nx, ny, angle)
+            nx, ny = norms
+        theory.geometry_from_angle(d, nx, ny, angle)
     except ValueError as exc:
         raise SweepError(f"grid: {exc}") from None
 
 
+def point_memory(d, m, method="reduced", ensemble="iid"):
+    """Estimated peak bytes of one Monte Carlo point, for the check before a sweep.
+
+    32 MiB for the sampler's chunk arrays (NumPy: about 16 MiB), 32 d bytes
+    for x, y and their copies, and 128 m bytes for the reduced sampler's
+    per-trial arrays (NumPy: 16 arrays of m values; Numba: 2); the literal
+    method instead holds a trial's projections with QR's copies, 48 d m
+    bytes, or 48 d max(m, d) for the orthogonal ensembles (whole d x d
+    blocks). ``tests/test_sweep.py`` checks it bounds the traced peak.
+    """
+    d, m = int(d), int(m)
+    if method == "literal":
+        rows = m if ensemble == "iid" else max(m, d)
+        return (32 << 20) + 32 * d + 48 * d * rows
+    return (32 << 20) + 32 * d + 128 * m
+
+
+def _check_memory(spec, workers, remote):
+    """The largest Monte Carlo point fits this machine (once per local worker), before any work.
+
+    Theory-only sweeps work in blocks of :data:`THEORY_BLOCK` points (tens of
+    MiB whatever d and m); Dask workers are other machines.
+    """
+    if spec.run["theory_only"] or remote:
+        return
+    d, m = max(spec.grid["d"]), max(spec.grid["m"])
+    ensemble = "iid" if spec.grid["ensemble"] == ["iid"] else "orthogonal"
+    parallel = min(workers, len(spec.points()))
+    what = f"the grid point d = {d}, m = {m} (Monte Carlo, method {spec.run['method']})"
+    if parallel > 1:
+        what += f" on {parallel} workers at once"
+    check_memory(point_memory(d, m, spec.run["method"], ensemble) * parallel, what)
+
+
 def _prepare_out(out_dir, spec, resume):
-    """Check what ``out_dir`` holds; return the rows already done (raw strings)."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Check what ``out_dir`` holds (the lock held); cut a torn last line.
+
+    Returns ``(ids of the rows done, their seconds, point_id -> grid
+    position or None)``.
+    """
     results = os.path.join(out_dir, RESULTS_NAME)
     sidecar = os.path.join(out_dir, SIDECAR_NAME)
     has_results, has_sidecar = os.path.exists(results), os.path.exists(sidecar)
     if not has_results and not has_sidecar:
-        return []
+        return set(), 0.0, None
     try:
         with open(sidecar) as fh:
             meta = json.load(fh)
@@ -423,11 +964,23 @@ def _prepare_out(out_dir, spec, resume):
         raise SweepError(f"{out_dir} already holds results of this sweep; pass --resume to continue "
                          "it, or choose another --out")
     if not has_results:
-        return []
-    rows, torn = read_results(results, spec)
-    if torn:  # drop the torn line of a killed run, atomically
-        atomic_write(results, "".join([",".join(COLUMNS) + "\n"] + [_row_line(r) for r in rows]))
-    return rows
+        return set(), 0.0, None
+    n = len(spec.points())
+    check_memory(_RESUME_BYTES_PER_POINT * n, f"resuming a sweep of {n} points")
+    with _folder_io(out_dir, "read"):
+        table = _Table(results, spec, keep=None)
+    if table.torn:  # drop the torn line of a killed run
+        with _folder_io(out_dir):
+            os.truncate(results, table.good_bytes)
+    return table.ids, table.seconds, table.positions
+
+
+#: Bytes per grid point a resume holds at once (the table's text, an id per point).
+_RESUME_BYTES_PER_POINT = 1000
+
+
+def _json(meta):
+    return json.dumps(meta, indent=1, allow_nan=False) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -442,8 +995,8 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
     Parameters
     ----------
     spec : SweepSpec
-    out_dir : str
-        Folder for ``results.csv`` and ``sweep.json``.
+    out_dir : str or os.PathLike
+        Folder for ``results.csv`` and ``sweep.json`` (created if missing).
     resume : bool
         Continue a sweep of the same grid, skipping finished points.
     workers : int
@@ -454,6 +1007,26 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
         ``distributed.Client``).
     progress : bool or None
         A tqdm bar; None shows it only on a terminal.
+
+    Raises
+    ------
+    SweepError
+        Another sweep is writing ``out_dir`` ("another sweep (pid N) is
+        writing ..."); ``out_dir`` holds results of another grid, unrelated
+        files or a corrupt table (the line is named); bad arguments.
+    MemoryError
+        The largest point needs more memory than the machine has (checked
+        before anything is written).
+    SweepIOError
+        An ``OSError``: ``out_dir`` cannot be created or written (a file,
+        under a file, read-only, a full disk: rows written before are kept),
+        or the Dask scheduler does not answer within
+        :data:`DASK_CONNECT_TIMEOUT` seconds.
+    RuntimeError
+        A local worker process died (killed, out of memory): the rows done
+        are kept and ``resume=True`` continues.
+
+    A run that fails before its first row leaves the folder as it found it.
     """
     if not isinstance(spec, SweepSpec):
         raise TypeError("spec must be a SweepSpec (use SweepSpec.from_dict or from_toml)")
@@ -461,93 +1034,229 @@ def run_sweep(spec, out_dir, *, resume=False, workers=1, scheduler=None, client=
         raise SweepError(f"workers must be an integer >= 1; got {workers!r}")
     if scheduler is not None and client is not None:
         raise SweepError("give scheduler or client, not both")
+    out_dir = os.fspath(out_dir)
+    started = time.time()
     _check_geometries(spec)
+    _check_memory(spec, workers, remote=scheduler is not None or client is not None)
+
     results = os.path.join(out_dir, RESULTS_NAME)
     sidecar = os.path.join(out_dir, SIDECAR_NAME)
-    new_files = [p for p in (results, sidecar) if not os.path.exists(p)]
-    done_rows = _prepare_out(out_dir, spec, resume)
-    points = spec.points()
-    done = {r["point_id"] for r in done_rows}
-    todo = [p for p in points if point_id(p) not in done]
-    meta = {
-        "format": FORMAT, "fingerprint": spec.fingerprint(), **spec.to_dict(),
-        "root_seed": spec.run["seed"], "n_points": len(points), "columns": list(COLUMNS),
-        "versions": package_versions(), "git_revision": git_revision(),
-        "backend": spec.grid["backend"], "status": "running",
-        "execution": {"workers": workers, "scheduler": scheduler or (None if client is None else "client")},
-    }
-    started = time.time()
-    if not os.path.exists(sidecar):
-        atomic_write(sidecar, json.dumps(meta, indent=1) + "\n")
-    if not os.path.exists(results):
-        atomic_write(results, ",".join(COLUMNS) + "\n")
-
-    bar = _progress_bar(len(points), len(points) - len(todo), progress)
-    fd = os.open(results, os.O_WRONLY | os.O_APPEND)
-    recorded = [0]
+    created = _make_folder(out_dir)
     try:
-        def record(row):
-            os.write(fd, _row_line(row).encode())
-            os.fsync(fd)
-            recorded[0] += 1
-            bar.update(1)
-
-        if spec.run["theory_only"]:
-            wanted = {point_id(p) for p in todo}
-            for row in _theory_rows(spec):
-                if row["point_id"] in wanted:
-                    record(row)
-        elif scheduler is not None or client is not None:
-            _run_dask(todo, spec.run, record, scheduler, client)
-        elif workers > 1:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(run_point, p, spec.run) for p in todo]
-                for fut in as_completed(futures):
-                    record(fut.result())
-        else:
-            for p in todo:
-                record(run_point(p, spec.run))
+        lock = _FolderLock(out_dir)
     except BaseException:
-        if recorded[0] == 0:  # nothing computed: leave the folder as this run found it
+        _remove_folders(created)
+        raise
+    new_files, state = [], {"rows": 0}
+    try:
+        done, seconds_done, positions = _prepare_out(out_dir, spec, resume)
+        new_files = [p for p in (results, sidecar) if not os.path.exists(p)]
+        with _dask_client(scheduler, client) as dask:
+            seconds, in_order = _run(spec, out_dir, done, workers, dask, lock, progress,
+                                     scheduler, state)
+        with _folder_io(out_dir):
+            if not in_order:
+                _rewrite_in_grid_order(spec, results, positions)
+            meta = _meta(spec, workers, scheduler, client, "complete")
+            meta["timings"] = {"wall_seconds_this_run": time.time() - started,
+                               "point_seconds_total": seconds + seconds_done,
+                               "points_this_run": len(spec.points()) - len(done)}
+            atomic_write(sidecar, _json(meta))
+    except BaseException as exc:
+        rows = state["rows"]
+        if rows == 0:  # nothing computed: leave the folder as this run found it
             for path in new_files:
                 if os.path.exists(path):
                     os.unlink(path)
+        lock.release()
+        if rows == 0:
+            _remove_folders(created)
+        if isinstance(exc, SweepIOError) and isinstance(exc.__cause__, OSError) and rows:
+            raise SweepIOError(f"{exc}; the {rows} rows written before are kept: "
+                               "rerun with --resume to continue") from exc.__cause__
         raise
-    finally:
-        os.close(fd)
-        bar.close()
-    # every point done: rewrite in grid order, atomically
-    rows, torn = read_results(results, spec)
-    order = {point_id(p): i for i, p in enumerate(points)}
-    rows.sort(key=lambda r: order[r["point_id"]])
-    atomic_write(results, ",".join(COLUMNS) + "\n" + "".join(_row_line(r) for r in rows))
-    seconds = sum(float(r["seconds"] or 0.0) for r in rows)
-    meta.update({"status": "complete", "timings": {
-        "wall_seconds_this_run": time.time() - started,
-        "point_seconds_total": seconds,
-        "points_this_run": len(todo),
-    }})
-    atomic_write(sidecar, json.dumps(meta, indent=1) + "\n")
+    lock.release()
     return results
 
 
-def _run_dask(todo, run, record, scheduler, client):
+def _meta(spec, workers, scheduler, client, status):
+    return {
+        "format": FORMAT, "fingerprint": spec.fingerprint(), **spec.to_dict(),
+        "root_seed": spec.run["seed"], "n_points": len(spec.points()), "columns": list(COLUMNS),
+        "versions": package_versions(), "git_revision": git_revision(),
+        "backend": spec.grid["backend"], "status": status,
+        "execution": {"workers": workers,
+                      "scheduler": scheduler or (None if client is None else "client")},
+    }
+
+
+def _run(spec, out_dir, done, workers, client, lock, progress, scheduler, state):
+    """Write the sidecar and header if new, then the row of every point not in ``done``.
+
+    Returns ``(seconds of the rows written, whether the file is in grid
+    order)``; ``state["rows"]`` counts the rows written so far.
+    """
+    results = os.path.join(out_dir, RESULTS_NAME)
+    sidecar = os.path.join(out_dir, SIDECAR_NAME)
+    with _folder_io(out_dir):
+        if not os.path.exists(sidecar):
+            atomic_write(sidecar, _json(_meta(spec, workers, scheduler, client, "running")))
+        if not os.path.exists(results):
+            atomic_write(results, ",".join(COLUMNS) + "\n")
+    n = len(spec.points())
+    bar = _progress_bar(n, len(done), progress)
+    appender = _Appender(results, out_dir)
+    seconds, in_order = 0.0, not done  # rows after earlier ones: rewrite at the end
+
+    def write(text, rows):
+        appender.append(text, rows)
+        state["rows"] = appender.rows
+        bar.update(rows)
+
     try:
-        from distributed import Client, as_completed
+        if spec.run["theory_only"]:  # blocks of rows in grid order
+            blocks = _theory_blocks(spec, done, workers, lock)
+            try:
+                for text, rows in blocks:
+                    if rows:
+                        write(text, rows)
+            finally:
+                blocks.close()  # a pool of workers: shut down now, not when collected
+        else:
+            ids = _grid_ids(spec)
+            points = spec.points()
+            todo = [(i, points[i]) for i, pid in enumerate(ids) if pid not in done]
+            position = {ids[i]: i for i, _ in todo}
+            last = -1
+
+            def record(row):
+                nonlocal seconds, in_order, last
+                write(_row_line(row), 1)
+                seconds += row["seconds"]
+                i = position[row["point_id"]]
+                in_order, last = in_order and i > last, i
+
+            if client is not None:
+                _run_dask(todo, spec.run, record, client)
+            elif workers > 1:
+                _run_pool(todo, spec.run, record, workers, lock)
+            else:
+                for _, p in todo:
+                    record(run_point(p, spec.run))
+    finally:
+        try:
+            appender.close()
+        finally:
+            bar.close()
+    return seconds, in_order
+
+
+def _theory_blocks(spec, done, workers, lock):
+    """``(text, rows)`` of each block of a theory-only sweep, in grid order, made by
+    ``workers`` processes (the rows in ``done`` left out)."""
+    starts = range(0, len(spec.points()), THEORY_BLOCK)
+    if workers == 1 or len(starts) == 1:
+        for start in starts:
+            yield _theory_block(spec, start, start + THEORY_BLOCK, skip=done)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=workers, initializer=_forget_lock,
+                             initargs=(lock.fd, lock.inode)) as pool:
+        # at most 2 blocks per worker in flight: memory stays a few blocks
+        pending = []
+        try:
+            for start in starts:
+                pending.append(pool.submit(_theory_block, spec, start, start + THEORY_BLOCK))
+                if len(pending) > 2 * workers:
+                    yield _skip_done(*pending.pop(0).result(), done)
+            for fut in pending:
+                yield _skip_done(*fut.result(), done)
+        except BrokenProcessPool:
+            raise _worker_died() from None
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+
+def _worker_died():
+    return RuntimeError("a worker process of the sweep died (killed, or out of memory?); the rows "
+                        "done so far are kept: rerun with --resume to continue")
+
+
+def _skip_done(text, rows, done):
+    if not done:
+        return text, rows
+    lines = [line + "\n" for line in text.split("\n")[:-1] if line[:16] not in done]
+    return "".join(lines), len(lines)
+
+
+def _rewrite_in_grid_order(spec, results, positions=None):
+    """Sort the rows of a complete table into grid order (atomic rewrite)."""
+    with open(results, newline="") as fh:
+        header, *lines = fh.read().split("\n")[:-1]  # one row per line (notes have no newline)
+    order = positions if positions is not None else _id_positions(spec)
+    lines.sort(key=lambda line: order[line[:16]])  # point_id: 16 hex digits, first
+
+    def write(fh):
+        fh.write(header + "\n")
+        for start in range(0, len(lines), THEORY_BLOCK):
+            fh.write("".join(line + "\n" for line in lines[start : start + THEORY_BLOCK]))
+
+    atomic_write(results, write)
+
+
+def _run_pool(todo, run, record, workers, lock):
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=workers, initializer=_forget_lock,
+                             initargs=(lock.fd, lock.inode)) as pool:
+        futures = [pool.submit(run_point, p, run) for _, p in todo]
+        waiting = set(futures)
+        try:
+            for fut in as_completed(futures):
+                waiting.discard(fut)
+                record(fut.result())
+        except BrokenProcessPool:
+            for fut in futures:  # keep every point that finished before the worker died
+                if fut in waiting and fut.done() and not fut.cancelled() and fut.exception() is None:
+                    record(fut.result())
+            raise _worker_died() from None
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+
+
+@contextlib.contextmanager
+def _dask_client(scheduler, client):
+    """The client to use (None: local execution); one made for ``scheduler`` is closed after."""
+    if scheduler is None:
+        yield client
+        return
+    try:
+        from distributed import Client
     except ImportError:
         raise ImportError("Dask execution needs the dask extra: pip install 'rfkernels[dask]'") from None
-    own = client is None
-    if own:
-        client = Client(scheduler)
     try:
-        futures = [client.submit(run_point, p, run, pure=False) for p in todo]
-        for fut in as_completed(futures):
-            record(fut.result())
+        own = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise SweepIOError(f"cannot reach the Dask scheduler at {scheduler} (waited "
+                           f"{DASK_CONNECT_TIMEOUT:g} s): {' '.join(str(exc).split())}") from None
+    try:
+        yield own
     finally:
-        if own:
-            client.close()
+        own.close()
+
+
+def _run_dask(todo, run, record, client):
+    from distributed import as_completed
+
+    futures = [client.submit(run_point, p, run, pure=False) for _, p in todo]
+    for fut in as_completed(futures):
+        record(fut.result())
 
 
 def _progress_bar(total, initial, progress):
@@ -555,22 +1264,3 @@ def _progress_bar(total, initial, progress):
 
     disable = (not sys.stderr.isatty()) if progress is None else not progress
     return tqdm(total=total, initial=initial, disable=disable, unit="point", desc="sweep")
-
-
-def load_table(path):
-    """A results CSV as a list of dicts with typed values (floats, ints, bools, None)."""
-    rows, _ = read_results(path)
-    typed = []
-    for r in rows:
-        t = {}
-        for k, v in r.items():
-            if k in ("kind", "ensemble", "norms", "backend", "point_id", "note"):
-                t[k] = v
-            elif k in ("d", "m", "trials"):
-                t[k] = int(v)
-            elif k == "tail_ok":
-                t[k] = {"true": True, "false": False, "": None}[v]
-            else:
-                t[k] = float(v) if v != "" else None
-        typed.append(t)
-    return typed

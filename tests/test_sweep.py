@@ -1,21 +1,24 @@
 """Comparisons and sweeps: grids, determinism, resuming, refusing, Dask."""
 
 import csv
+import io
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-
-from rfkernels import theory
 from rfkernels.analysis import points as compare_mod
+from rfkernels.analysis import sweep as sweep_mod
 from rfkernels.analysis.comparison import bias_audit, compare
-from rfkernels.analysis.points import point_seed
+from rfkernels.analysis.points import point_id, point_ids, point_seed
 from rfkernels.analysis.sweep import (
     COLUMNS,
     SweepError,
@@ -24,6 +27,8 @@ from rfkernels.analysis.sweep import (
     run_sweep,
     theory_table,
 )
+
+from rfkernels import theory
 from rfkernels.cli import main
 
 ISSUE_GRID = """
@@ -166,7 +171,9 @@ def test_sweep_table_is_independent_of_order_and_workers(tmp_path):
     c = run_sweep(SweepSpec.from_dict(SMALL, SMALL_RUN), str(tmp_path / "c"), workers=2)
     ra, rb, rc = (_rows_without_seconds(p) for p in (a, b, c))
     assert ra == rc  # same grid: the same file
-    key = lambda r: r["point_id"]  # noqa: E731
+    def key(r):
+        return r["point_id"]
+
     assert sorted(ra, key=key) == sorted(rb, key=key)  # same points, other order
     assert all(r["mse_mc"] != "" for r in ra)
 
@@ -218,20 +225,24 @@ def test_resume_after_sigkill_gives_the_uninterrupted_table(tmp_path):
     proc.wait()
     partial = results.read_text().count("\n") - 1
     assert 3 <= partial < 24, partial
+    # kill -9 leaves the lock file with the dead pid, but no lock: the next run takes it over
+    assert (out / sweep_mod.LOCK_NAME).read_text().strip() == str(proc.pid)
     with pytest.raises(SweepError, match="pass --resume"):
         run_sweep(SweepSpec.from_toml(grid), str(out))
     resumed = run_sweep(SweepSpec.from_toml(grid), str(out), resume=True)
     whole = run_sweep(SweepSpec.from_toml(grid), str(tmp_path / "whole"))
     assert _rows_without_seconds(resumed) == _rows_without_seconds(whole)
     assert len(_rows_without_seconds(resumed)) == 24
+    assert not (out / sweep_mod.LOCK_NAME).exists()
 
 
 def test_a_torn_last_line_is_dropped_on_resume(tmp_path):
     spec = SweepSpec.from_dict(SMALL, {**SMALL_RUN, "trials": 500})
     path = run_sweep(spec, str(tmp_path / "o"))
-    full = open(path).read()
-    lines = full.splitlines(keepends=True)
-    open(path, "w").write("".join(lines[:4]) + lines[4][:17])  # killed mid-line
+    with open(path) as fh:
+        lines = fh.read().splitlines(keepends=True)
+    with open(path, "w") as fh:
+        fh.write("".join(lines[:4]) + lines[4][:17])  # killed mid-line
     meta_path = tmp_path / "o" / "sweep.json"
     resumed = run_sweep(spec, str(tmp_path / "o"), resume=True)
     assert _rows_without_seconds(resumed) == _rows_without_seconds(
@@ -354,21 +365,22 @@ def test_one_geometry_one_stream_whatever_the_number_types():
 def test_compare_checks_everything_before_any_work():
     with pytest.raises(ValueError, match="kind must be one of"):
         compare([(4, 1.0, 1.0, 0.5)], kinds=("positive", "bogus"), m=(4,), trials=10**7)
-    with pytest.raises(TypeError, match="d must be an integer"):
+    with pytest.raises(TypeError, match=r"\bd\b\W* must be an integer"):
         compare([(2.7, 1, 1, 0.5)], m=(2,))
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match=r"seed must be (a non-negative integer|an integer >= 0)"):
         compare([(4, 1, 1, 0.5)], m=(2,), seed=-1)
 
 
 def test_values_beyond_float64_are_reported_not_written_as_inf(tmp_path):
     grid = {"d": [4], "m": [4], "angle": [0.0], "norm_x": [30.0, 0.3], "norm_y": [30.0, 0.3]}
     path = run_sweep(SweepSpec.from_dict(grid, {"theory_only": True}), str(tmp_path / "t"))
-    text = open(path).read()
+    with open(path) as fh:
+        text = fh.read()
     assert "inf" not in text.replace("info", "")
     rows = load_table(path)
-    big = [r for r in rows if r["norm_x"] == 30.0 and r["norm_y"] == 30.0][0]
+    big = next(r for r in rows if r["norm_x"] == 30.0 and r["norm_y"] == 30.0)
     assert big["mse_exact"] is None and "mse_exact beyond float64: log = " in big["note"]
-    small = [r for r in rows if r["norm_x"] == 0.3 and r["norm_y"] == 0.3][0]
+    small = next(r for r in rows if r["norm_x"] == 0.3 and r["norm_y"] == 0.3)
     assert small["note"] == "" and small["mse_exact"] > 0
     # with Monte Carlo the point is reported and the sweep goes on
     path = run_sweep(SweepSpec.from_dict(grid, {"trials": 200}), str(tmp_path / "mc"))
@@ -398,3 +410,472 @@ def test_non_finite_or_huge_axis_values_name_the_key(value):
         SweepSpec.from_dict({**SMALL, "d": [value]})
     with pytest.raises(SweepError, match=r"run\.trials: at most"):
         SweepSpec.from_dict(SMALL, {"trials": 10**30})
+
+
+# ---------------------------------------------------------------------------
+# Issue 9: one writer per folder, checked resumes, fast theory-only tables,
+# and a one-line error (never a traceback) for every failure at the edges
+# ---------------------------------------------------------------------------
+
+_REAL_RUN_POINT = sweep_mod.run_point
+
+SLOW_WRITER = textwrap.dedent("""
+    import os, sys, time
+    from rfkernels.analysis import sweep
+    real = sweep.run_point
+    def slow(point, run):  # holds the folder until the test creates the file 'go'
+        deadline = time.time() + 60
+        while not os.path.exists(sys.argv[2]) and time.time() < deadline:
+            time.sleep(0.02)
+        return real(point, run)
+    sweep.run_point = slow
+    spec = sweep.SweepSpec.from_dict({"d": [4], "m": [2, 4, 8], "angle": [0.5, 2.0]},
+                                     {"trials": 200, "seed": 3})
+    sweep.run_sweep(spec, sys.argv[1])
+    """)
+
+
+def _wait_for_lock(out, proc, pid):
+    lock = out / sweep_mod.LOCK_NAME
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if lock.exists() and lock.read_text().strip() == str(pid):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the first sweep ended early: {proc.stderr.read().decode()}")
+        time.sleep(0.02)
+    pytest.fail("the first sweep never took the lock")
+
+
+def test_a_second_sweep_on_the_same_folder_fails_at_once(tmp_path, capsys):
+    out = tmp_path / "shared"
+    script = tmp_path / "writer.py"
+    script.write_text(SLOW_WRITER)
+    go = tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(go)],
+                            stderr=subprocess.PIPE)
+    try:
+        _wait_for_lock(out, proc, proc.pid)
+        spec = SweepSpec.from_dict({"d": [4], "m": [2, 4, 8], "angle": [0.5, 2.0]},
+                                   {"trials": 200, "seed": 3})
+        message = f"another sweep (pid {proc.pid}) is writing {out}"
+        for resume in (False, True):
+            with pytest.raises(SweepError, match=re.escape(message)):
+                run_sweep(spec, str(out), resume=resume)
+        argv = ["sweep", "--out", str(out), "--d", "4", "--m", "2,4,8", "--angle", "0.5,2",
+                "--trials", "200", "--seed", "3"]
+        assert main(argv + ["--resume"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
+        assert proc.poll() is None, "the second sweep must fail while the first still runs"
+    finally:
+        go.write_text("")
+        rc = proc.wait(timeout=120)
+    assert rc == 0, proc.stderr.read().decode()
+    rows = load_table(out / "results.csv")
+    assert len(rows) == 6 and len({r["point_id"] for r in rows}) == 6
+    assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
+    assert not (out / sweep_mod.LOCK_NAME).exists()
+
+
+def test_the_lock_is_released_when_the_sweep_ends_or_fails(tmp_path):
+    spec = SweepSpec.from_dict({"d": [4], "m": [2], "angle": [0.5]}, {"theory_only": True})
+    out = tmp_path / "o"
+    run_sweep(spec, out)
+    assert sorted(os.listdir(out)) == ["results.csv", "sweep.json"]
+    with pytest.raises(SweepError, match="pass --resume"):
+        run_sweep(spec, out)
+    run_sweep(spec, out, resume=True)  # not blocked by the failed run
+    assert sorted(os.listdir(out)) == ["results.csv", "sweep.json"]
+
+
+@pytest.fixture(scope="module")
+def small_table(tmp_path_factory):
+    spec = SweepSpec.from_dict(SMALL, {**SMALL_RUN, "trials": 300})
+    out = tmp_path_factory.mktemp("table") / "o"
+    run_sweep(spec, out)
+    return spec, out
+
+
+def _corrupt(src, dst, lineno, column, value):
+    shutil.copytree(src, dst)
+    path = dst / "results.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    fields = next(csv.reader([lines[lineno - 1]]))
+    fields[COLUMNS.index(column)] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(fields)
+    lines[lineno - 1] = buf.getvalue()
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("column,value,match", [
+    ("trials", "banana", r"line 5 has trials = 'banana' is not an integer"),
+    ("mse_mc", "-1e999", r"line 5 has mse_mc = '-1e999' is not finite"),
+    ("stderr", "nan", r"line 5 has stderr = 'nan' is not finite"),
+    ("d", "4.5", r"line 5 has d = '4.5' is not an integer"),
+    ("kind", "gauss", r"line 5 has kind = 'gauss' is not one of"),
+    ("tail_ok", "maybe", r"line 5 has tail_ok = 'maybe'"),
+    ("seconds", "", r"line 5 has seconds = '' is not a number"),
+    # identity: the point_id is the point the row's values say (and a point of the grid)
+    ("angle", "0.7", r"line 5 has point_id \w{16}, which is not the point its values say"),
+    ("point_id", "0123456789abcdef",
+     r"line 5 has point_id 0123456789abcdef, which is not the point its values say"),
+])
+def test_resume_refuses_a_corrupt_row_naming_the_line(small_table, tmp_path, column, value, match):
+    spec, src = small_table
+    path = _corrupt(src, tmp_path / "o", 5, column, value)
+    before = path.read_bytes()
+    with pytest.raises(SweepError, match=match):
+        run_sweep(spec, tmp_path / "o", resume=True)
+    assert path.read_bytes() == before  # touching nothing
+    with pytest.raises(SweepError, match=match):
+        load_table(path)
+
+
+def test_resume_refuses_a_row_whose_values_are_not_its_point(small_table, tmp_path):
+    """Line 3 carries the point_id of the (missing) point of line 5: its m is not that point's."""
+    spec, src = small_table
+    lines = (src / "results.csv").read_text().splitlines(keepends=True)
+    path = _corrupt(src, tmp_path / "o", 3, "point_id", lines[4].split(",")[0])
+    text = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(text[:4] + text[5:]))
+    before = path.read_bytes()
+    with pytest.raises(SweepError, match=r"line 3 has point_id \w{16}, which is not the point "
+                                         r"its values say"):
+        run_sweep(spec, tmp_path / "o", resume=True)
+    assert path.read_bytes() == before
+
+
+def test_resume_refuses_rows_of_points_outside_the_grid(small_table, tmp_path):
+    """A consistent row (point_id of its own values) of a point this grid does not have."""
+    spec, src = small_table
+    shutil.copytree(src, tmp_path / "o")
+    path = tmp_path / "o" / "results.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    row = dict(zip(COLUMNS, next(csv.reader([lines[4]]))))
+    row["angle"] = 0.7
+    row["point_id"] = point_id({a: row[a] for a in sweep_mod.GRID_AXES if a != "norm_sum"}
+                               | {"d": 4, "m": int(row["m"]), "norm_x": 0.4, "norm_y": 0.5,
+                                  "norm_sum": None})
+    lines[4] = sweep_mod._row_line(row)
+    path.write_text("".join(lines))
+    assert len(load_table(path)) == len(lines) - 1  # a valid table...
+    with pytest.raises(SweepError, match="line 5 is not a point of this grid"):
+        run_sweep(spec, tmp_path / "o", resume=True)  # ...but not of this grid
+
+
+def test_load_table_reads_a_valid_table_and_names_binary_garbage(small_table, tmp_path):
+    spec, src = small_table
+    rows = load_table(src / "results.csv")
+    assert len(rows) == len(spec.points()) and all(isinstance(r["trials"], int) for r in rows)
+    bad = tmp_path / "results.csv"
+    text = (src / "results.csv").read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(text[:6]) + b"\xff\xfe" + b"".join(text[6:]))
+    with pytest.raises(SweepError, match="line 7 is not UTF-8 text"):
+        load_table(bad)
+
+
+def _theory_reference_lines(spec):
+    """Rows of a theory-only sweep formatted one by one (the format the fast path must keep)."""
+    cols = theory_table(spec)
+    lines = []
+    for i, p in enumerate(spec.points()):
+        r = dict(p)
+        r["point_id"] = point_id(p)
+        r.update({k: float("nan") for k in sweep_mod.RESULT_COLUMNS})
+        r["trials"], r["tail_ok"], r["seconds"] = 0, "", 0.0
+        for name in ("mse_exact", "mse_lemma2", "theorem2_bound"):
+            r[name] = float(cols[name][i])
+        r["note"] = str(cols["note"][i])
+        lines.append(sweep_mod._row_line(r))
+    return ",".join(COLUMNS) + "\n" + "".join(lines)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_theory_only_tables_are_byte_identical_to_row_by_row_formatting(tmp_path, monkeypatch,
+                                                                        workers):
+    monkeypatch.setattr(sweep_mod, "THEORY_BLOCK", 97)  # several blocks, ragged last one
+    grid = {"kind": ["positive", "trig", "hyperbolic"], "ensemble": ["iid", "orthogonal"],
+            "norms": ["chi", "fixed"], "backend": ["numpy", "numba"], "d": [3, 8],
+            "m": [1, 5, 20], "angle": [0.0, 1 / 3, 3.0], "norm_x": [0.2, 30.0], "norm_y": [0.7, 30.0]}
+    spec = SweepSpec.from_dict(grid, {"theory_only": True})
+    want = _theory_reference_lines(spec)
+    assert "beyond float64" in want  # notes are exercised
+    path = run_sweep(spec, tmp_path / "o", workers=workers)
+    assert Path(path).read_text() == want
+    # resumed after losing the middle and a torn line: the same bytes
+    lines = want.splitlines(keepends=True)
+    Path(path).write_text("".join(lines[:200] + lines[300:400]) + lines[400][:30])
+    assert Path(run_sweep(spec, tmp_path / "o", resume=True, workers=workers)).read_text() == want
+    sums = SweepSpec.from_dict({"d": [4, 9], "m": [2, 7], "angle": [0.4, 2.5],
+                                "norm_sum": [0.5, 80.0]}, {"theory_only": True})
+    assert Path(run_sweep(sums, tmp_path / "s")).read_text() == _theory_reference_lines(sums)
+
+
+def test_point_ids_equal_point_id():
+    spec = SweepSpec.from_dict({"kind": ["trig", "positive"], "backend": ["numpy", "numba"],
+                                "d": [3, 8], "m": [2, 20], "angle": [0.0, 0.1, 3.0],
+                                "norm_sum": [0.3, 1]}, {"theory_only": True})
+    assert sweep_mod._grid_ids(spec) == [point_id(p) for p in spec.points()]
+    values = sweep_mod._axis_values(spec)
+    one = {a: np.array([len(v) - 1]) for a, v in values.items()}
+    assert point_ids(values, one) == [point_id(spec.points()[-1])]
+
+
+def test_grid_points_are_a_lazy_sequence():
+    spec = SweepSpec.from_dict(SMALL)
+    points = spec.points()
+    assert len(points) == 16 and points[-1] == list(points)[-1] == points[15]
+    assert [points[i] for i in range(16)] == list(points) == points[:]
+    with pytest.raises(IndexError):
+        points[16]
+
+
+def test_theory_only_appends_are_batched(tmp_path, monkeypatch):
+    """fsync at most once a second (and at the end), not once per row."""
+    monkeypatch.setattr(sweep_mod, "THEORY_BLOCK", 500)
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    spec = SweepSpec.from_dict({"kind": ["positive", "trig"], "d": [4, 16], "m": list(range(1, 51)),
+                                "angle": list(np.linspace(0, 3, 50))}, {"theory_only": True})
+    start = time.perf_counter()
+    run_sweep(spec, tmp_path / "o")
+    elapsed = time.perf_counter() - start
+    assert len(load_table(tmp_path / "o" / "results.csv")) == 10000
+    assert len(calls) <= 4 + elapsed / sweep_mod.SYNC_INTERVAL, (len(calls), elapsed)
+
+
+def test_sweep_json_is_strict_json(tmp_path):
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    grid = {"d": [4], "m": [4], "angle": [0.0, 1.0], "norm_x": [30.0, 0.3], "norm_y": [30.0]}
+    for run in ({"theory_only": True}, {"trials": 200}):
+        out = tmp_path / str(sorted(run))
+        run_sweep(SweepSpec.from_dict(grid, run), out)
+        meta = json.loads((out / "sweep.json").read_text(), parse_constant=refuse)
+        assert meta["status"] == "complete"
+        assert meta["timings"]["point_seconds_total"] >= 0
+
+
+# -- no traceback: every failure at the edges is one line and exit 2 ---------
+
+_CLI = ["sweep", "--d", "4", "--m", "2", "--angle", "0.5", "--theory-only"]
+
+
+def _one_error_line(capsys, *needles):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_out_that_is_a_file_or_under_a_file(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    assert main(_CLI + ["--out", str(afile)]) == 2
+    _one_error_line(capsys, f"the output folder {afile} exists and is not a folder")
+    assert main(_CLI + ["--out", str(afile / "sub" / "deeper")]) == 2
+    _one_error_line(capsys, f"{afile} is not a folder")
+    assert afile.read_text() == "mine\n"
+
+
+def _read_only(monkeypatch, folder):
+    """Make ``folder`` refuse new files (a real chmod where the tests do not run as root)."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return
+    real_open = os.open
+
+    def fake_open(path, flags, *args, **kw):
+        if flags & os.O_CREAT and os.path.abspath(path).startswith(str(folder) + os.sep):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", fake_open)
+
+
+def test_read_only_out_folder(tmp_path, capsys, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _read_only(monkeypatch, ro)
+    try:
+        assert main(_CLI + ["--out", str(ro)]) == 2
+        _one_error_line(capsys, f"cannot write in the output folder {ro}", "Permission denied")
+    finally:
+        ro.chmod(0o755)
+    assert os.listdir(ro) == []
+
+
+def test_full_disk_before_the_first_row_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "new" / "o"
+    assert main(_CLI + ["--out", str(out)]) == 2
+    _one_error_line(capsys, f"cannot write in the output folder {out}", "No space left on device")
+    assert not (tmp_path / "new").exists()
+
+
+def test_full_disk_mid_sweep_keeps_complete_rows_and_resumes(tmp_path, monkeypatch):
+    import errno
+
+    real_write = os.write
+    count = [0]
+
+    def filling(fd, data):
+        if b",positive," in bytes(data[:200]) or b",trig," in bytes(data[:200]):  # a row
+            count[0] += 1
+            if count[0] == 4:  # half a row reaches the disk, then it is full
+                real_write(fd, bytes(data[:25]))
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    spec = SweepSpec.from_dict(SMALL, {**SMALL_RUN, "trials": 200})
+    monkeypatch.setattr(os, "write", filling)
+    with pytest.raises(OSError, match=r"No space left on device; the 3 rows written before are "
+                                      r"kept: rerun with --resume"):
+        run_sweep(spec, tmp_path / "o")
+    monkeypatch.setattr(os, "write", real_write)
+    text = (tmp_path / "o" / "results.csv").read_text()
+    assert text.endswith("\n") and text.count("\n") == 4  # header + 3 complete rows
+    assert len(load_table(tmp_path / "o" / "results.csv")) == 3
+    resumed = run_sweep(spec, tmp_path / "o", resume=True)
+    assert _rows_without_seconds(resumed) == _rows_without_seconds(run_sweep(spec, tmp_path / "f"))
+
+
+def test_unreachable_dask_scheduler(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(sweep_mod, "DASK_CONNECT_TIMEOUT", 0.5)
+    out = tmp_path / "o"
+    argv = ["sweep", "--d", "4", "--m", "2", "--angle", "0.5", "--trials", "100",
+            "--scheduler", "tcp://127.0.0.1:1", "--out", str(out)]
+    start = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - start < 30
+    _one_error_line(capsys, "cannot reach the Dask scheduler at tcp://127.0.0.1:1")
+    assert not out.exists()
+
+
+def _dies_at_m4(point, run):
+    """A pool task whose worker is killed (as by the OOM killer) at the points with m = 4."""
+    if point["m"] == 4 and point["angle"] == 2.0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _REAL_RUN_POINT(point, run)
+
+
+def test_a_killed_pool_worker_is_reported_and_resume_continues(tmp_path, monkeypatch):
+    spec = SweepSpec.from_dict(SMALL, {**SMALL_RUN, "trials": 300})
+    monkeypatch.setattr(sweep_mod, "run_point", _dies_at_m4)
+    with pytest.raises(RuntimeError, match=r"a worker process of the sweep died .*rerun with "
+                                           r"--resume"):
+        run_sweep(spec, tmp_path / "o", workers=2)
+    monkeypatch.setattr(sweep_mod, "run_point", _REAL_RUN_POINT)
+    text = (tmp_path / "o" / "results.csv").read_text() if (tmp_path / "o").exists() else ""
+    assert text == "" or text.endswith("\n")
+    resumed = run_sweep(spec, tmp_path / "o", resume=True)
+    assert _rows_without_seconds(resumed) == _rows_without_seconds(run_sweep(spec, tmp_path / "f"))
+
+
+def test_a_point_beyond_the_machine_memory_is_refused_before_anything(tmp_path, capsys,
+                                                                      monkeypatch):
+    import rfkernels._validation as validation
+
+    monkeypatch.setattr(validation, "available_memory", lambda: 16 * 2**30)
+    out = tmp_path / "o"
+    assert main(["sweep", "--d", "2147483648", "--m", "4", "--angle", "1", "--out", str(out)]) == 2
+    _one_error_line(capsys, "MemoryError", "d = 2147483648", "GiB")
+    assert not out.exists()
+    # a theory-only sweep of the same point needs no d-sized memory
+    assert main(["sweep", "--d", "2147483648", "--m", "4", "--angle", "1", "--theory-only",
+                 "--out", str(out)]) == 0
+    assert load_table(out / "results.csv")[0]["mse_exact"] > 0
+
+
+def test_binary_toml_names_the_file(tmp_path, capsys):
+    path = tmp_path / "grid.toml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    with pytest.raises(SweepError, match=f"grid file {re.escape(str(path))} is not valid TOML"):
+        SweepSpec.from_toml(path)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o")]) == 2
+    _one_error_line(capsys, str(path), "not UTF-8")
+
+
+ORPHANING_WRITER = textwrap.dedent("""
+    import sys, time
+    from rfkernels.analysis import sweep
+    real = sweep.run_point
+    def slow(point, run):
+        time.sleep(20)
+        return real(point, run)
+    sweep.run_point = slow
+    spec = sweep.SweepSpec.from_dict({"d": [4], "m": [2, 4], "angle": [0.5, 2.0]},
+                                     {"trials": 200, "seed": 3})
+    sweep.run_sweep(spec, sys.argv[1], workers=2)
+    """)
+
+
+def _children(pid):
+    path = f"/proc/{pid}/task/{pid}/children"
+    with open(path) as fh:
+        return [int(c) for c in fh.read().split()]
+
+
+def test_pool_workers_of_a_killed_sweep_do_not_hold_the_lock(tmp_path):
+    if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
+        pytest.skip("needs Linux /proc to find the pool workers")
+    out = tmp_path / "o"
+    script = tmp_path / "writer.py"
+    script.write_text(ORPHANING_WRITER)
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], stderr=subprocess.PIPE)
+    workers = []
+    try:
+        _wait_for_lock(out, proc, proc.pid)
+        deadline = time.time() + 60
+        while len(workers) < 2 and time.time() < deadline:  # the pool has forked its workers
+            workers = [c for c in _children(proc.pid)
+                       if os.path.exists(f"/proc/{c}") and c != proc.pid]
+            time.sleep(0.05)
+        assert len(workers) >= 2
+        time.sleep(0.5)  # the workers have run their initializer and started a point
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert all(os.path.exists(f"/proc/{c}") for c in workers)  # still sleeping in a point
+        spec = SweepSpec.from_dict({"d": [4], "m": [2, 4], "angle": [0.5, 2.0]},
+                                   {"trials": 200, "seed": 3})
+        path = run_sweep(spec, out, resume=True)  # not "another sweep (pid N) is writing"
+        assert len(load_table(path)) == 4
+    finally:
+        for c in workers:
+            try:
+                os.kill(c, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("d,m,method,ensemble", [
+    (2**20, 4, "reduced", "iid"), (4, 2**18, "reduced", "iid"),
+    (64, 16, "literal", "orthogonal"), (512, 8, "literal", "iid"),
+])
+def test_point_memory_bounds_the_traced_peak(d, m, method, ensemble):
+    import tracemalloc
+
+    spec = SweepSpec.from_dict({"d": [d], "m": [m], "angle": [1.0], "ensemble": [ensemble]},
+                               {"trials": 4, "method": method})
+    tracemalloc.start()
+    try:
+        sweep_mod.run_point(spec.points()[0], spec.run)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= sweep_mod.point_memory(d, m, method, ensemble)
