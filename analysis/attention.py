@@ -87,15 +87,23 @@ import numpy as np
 from rfkernels._validation import (
     ENSEMBLES,
     KINDS,
+    check_bool,
     check_choice,
     check_ensemble,
     check_int,
     check_int_array,
     check_kind,
+    check_memory,
     check_norms,
     check_seed,
 )
-from rfkernels.attention import NONPOSITIVE_POLICIES, favor_attention, softmax_attention
+from rfkernels.attention import (
+    FAVOR_BLOCK,
+    NONPOSITIVE_POLICIES,
+    SOFTMAX_BLOCK_ELEMENTS,
+    favor_attention,
+    softmax_attention,
+)
 from rfkernels.backends import array_namespace, check_backend
 from rfkernels.projections import draw_projections
 
@@ -103,6 +111,7 @@ __all__ = [
     "AttentionMSETable",
     "DEFAULT_INPUT_SCALE",
     "INPUT_DISTRIBUTION",
+    "attention_bytes",
     "attention_inputs",
     "attention_mse",
 ]
@@ -168,11 +177,26 @@ def attention_inputs(L, d, *, input_scale=DEFAULT_INPUT_SCALE, seed=None):
     d = check_int(d, "d")
     scale = _check_scale(input_scale, "input_scale")
     rng = check_seed(seed)
+    check_memory(8 * 4 * L * d, f"attention_inputs(L={L}, d={d}): three L x d arrays")
     s = scale / math.sqrt(d)
     q = s * rng.standard_normal((L, d))
     k = s * rng.standard_normal((L, d))
     v = rng.standard_normal((L, d))
     return q, k, v
+
+
+def attention_bytes(L, d, m):
+    """Estimated peak bytes of one sample of :func:`attention_mse` (an upper estimate).
+
+    Q, K, V, the exact and FAVOR outputs and their difference (six L×d
+    arrays); the exact attention's block of logits (about
+    ``SOFTMAX_BLOCK_ELEMENTS``, at least one row of L); FAVOR's block
+    features and state for r = 2m features; the (m, d) projections.
+    """
+    r = 2 * m
+    rows = min(FAVOR_BLOCK, L)
+    logits = min(L, max(1, SOFTMAX_BLOCK_ELEMENTS // L)) * L
+    return 8 * (6 * L * d + 3 * logits + 6 * rows * r + 2 * r * d + 4 * m * d + 2 * rows * rows)
 
 
 class AttentionMSETable:
@@ -353,14 +377,16 @@ def attention_mse(
     entropy = _entropy(seed)
     scale = _check_scale(input_scale, "input_scale")
     check_norms(norms)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False; got {causal!r}")
+    causal = check_bool(causal, "causal")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
     check_choice(backend, "backend", ("numpy", "cupy"))
     check_backend(backend)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
     xp = array_namespace(backend)
+    if backend == "numpy":  # CuPy's allocator raises its own MemoryError on the device
+        check_memory(attention_bytes(L, d, max(ms)),
+                     f"an attention study with L={L}, d={d} and m up to {max(ms)}")
 
     grid = [(m, kind, ens) for m in ms for kind in kinds for ens in ensembles]
     mse = np.full((len(grid), samples), np.nan)
@@ -372,7 +398,7 @@ def attention_mse(
         ss = np.random.SeedSequence(entropy, spawn_key=(_SPAWN_INPUTS, s))
         q, k, v = (xp.asarray(a) for a in attention_inputs(L, d, input_scale=scale, seed=ss))
         t0 = time.perf_counter()
-        exact = softmax_attention(q, k, v, causal=bool(causal))
+        exact = softmax_attention(q, k, v, causal=causal)
         exact_ms[s] = float(xp.mean(exact * exact))
         t_exact += time.perf_counter() - t0
         if progress is not None:
@@ -384,7 +410,7 @@ def attention_mse(
                 seed=np.random.SeedSequence(entropy, spawn_key=key),
             )
             t0 = time.perf_counter()
-            res = favor_attention(q, k, v, w, kind, causal=bool(causal), nonpositive=nonpositive)
+            res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive)
             err = res.output - exact
             mse[g, s] = float(xp.mean(err * err))
             t_favor += time.perf_counter() - t0

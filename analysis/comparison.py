@@ -13,15 +13,30 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import time
 
 import numpy as np
 
 from rfkernels import theory
-from rfkernels._validation import ENSEMBLES, check_choice, check_int, check_kind, check_norms, check_seed
+from rfkernels._validation import (
+    ENSEMBLES,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_int,
+    check_kind,
+    check_norms,
+)
 from rfkernels.backends import check_backend
 
-from .points import canonical_point, point_geometry, point_seed, point_vectors
+from .points import (
+    canonical_point,
+    check_norm_axes,
+    point_geometry,
+    point_seed,
+    point_vectors,
+)
 
 #: Columns :func:`evaluate_point` adds to the point's own variables, in order.
 RESULT_COLUMNS = (
@@ -106,6 +121,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
         (mse_mc - mse_exact) / stderr; ``tail_ok`` says whether the Monte Carlo
         standard error can be trusted (see the tail diagnostic).
     """
+    theory_only = check_bool(theory_only, "theory_only")
     start = time.perf_counter()
     geom = point_geometry(point)
     th = theory_columns(geom, point["m"], point["kind"], point["ensemble"], point["norms"])
@@ -175,20 +191,118 @@ def statements(row):
     return out
 
 
+#: Keys of a geometry dict of :func:`compare`.
+GEOMETRY_KEYS = ("d", "angle", "norm_x", "norm_y", "norm_sum")
+_GEOMETRY_TUPLE = "(d, norm_x, norm_y, angle)"
+
+
+def _one_or_many(values, name, check):
+    """A list of checked values from one value (a scalar or a string) or an iterable of them."""
+    if isinstance(values, (str, bytes, numbers.Number, np.generic)) or (
+        isinstance(values, np.ndarray) and values.ndim == 0
+    ):
+        values = [values]
+    try:
+        values = list(values)
+    except TypeError:
+        raise TypeError(f"{name} must be one value or a sequence of them; got {values!r}") from None
+    if not values:
+        raise ValueError(f"{name} must hold at least one value; got an empty sequence")
+    return [check(v) for v in values]
+
+
+def _check_root_seed(seed):
+    """A root seed of :func:`rfkernels.analysis.points.point_seed`: int >= 0 or a SeedSequence."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (numbers.Integral, np.integer)):
+        raise TypeError(
+            "seed must be a non-negative int or a numpy.random.SeedSequence (each row derives "
+            f"its own stream from it); got {type(seed).__name__}"
+        )
+    return check_int(seed, "seed", minimum=0)
+
+
+def _geometry_list(geometries):
+    """The geometries as a list; one dict or one ``(d, norm_x, norm_y, angle)`` tuple is one geometry."""
+    if isinstance(geometries, dict):
+        return [geometries]
+    if isinstance(geometries, (str, bytes)) or not hasattr(geometries, "__iter__"):
+        raise TypeError(
+            f"geometries must be a dict, a tuple {_GEOMETRY_TUPLE} or a list of them; "
+            f"got {geometries!r}"
+        )
+    out = list(geometries)
+    if out and all(isinstance(v, (numbers.Number, np.generic)) for v in out):
+        return [tuple(out)]  # one tuple of numbers: a single geometry
+    if not out:
+        raise ValueError("geometries must hold at least one geometry; got an empty sequence")
+    return out
+
+
+def _geometry_point(g, i):
+    """The canonical point of geometry number ``i`` (a dict or a tuple), every key checked."""
+    where = f"geometries[{i}]"
+    if isinstance(g, dict):
+        unknown = sorted(set(g) - set(GEOMETRY_KEYS), key=str)
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r}; valid keys are "
+                             f"{', '.join(GEOMETRY_KEYS)}")
+        for key in ("d", "angle"):
+            if key not in g:
+                raise ValueError(
+                    f"{where}: missing key {key!r}; a geometry needs 'd', 'angle' and "
+                    "either 'norm_sum' or 'norm_x'/'norm_y' (each defaults to 1.0)")
+        g = dict(g)
+    elif isinstance(g, (tuple, list)):
+        if len(g) != 4:
+            raise ValueError(f"{where}: a tuple geometry is {_GEOMETRY_TUPLE}; got {len(g)} "
+                             f"value(s): {g!r}")
+        g = dict(zip(("d", "norm_x", "norm_y", "angle"), g))
+    else:
+        raise TypeError(f"{where}: a geometry is a dict or a tuple {_GEOMETRY_TUPLE}; got {g!r}")
+    check_norm_axes(g, where)
+    if g.get("norm_sum") is None:  # as in sweeps: unit norms unless given
+        g.setdefault("norm_x", 1.0)
+        g.setdefault("norm_y", 1.0)
+    point = {"d": check_int(g["d"], f"{where}['d']")}
+    for key in ("angle", "norm_x", "norm_y", "norm_sum"):
+        value = g.get(key)
+        if value is not None:
+            arr = check_finite(value, f"{where}[{key!r}]")
+            if arr.ndim != 0:
+                raise ValueError(f"{where}[{key!r}] must be one number; got {value!r}")
+            value = float(arr)
+        point[key] = value
+    return canonical_point(point)
+
+
 def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=(8,), *,
             norms="chi", trials=100_000, seed=0, backend="numpy", method="reduced"):
     """Theory against Monte Carlo over geometries × kinds × ensembles × m.
 
     Parameters
     ----------
-    geometries : iterable of dict or tuple
-        Each ``{"d":, "angle":, "norm_x":, "norm_y":}`` (or ``norm_sum``) or a
-        tuple ``(d, norm_x, norm_y, angle)``.
-    kinds, ensembles, m : iterables
-        Estimators, projection ensembles and numbers of projections.
+    geometries : dict, tuple or a list of them
+        Each ``{"d":, "angle":, "norm_x":, "norm_y":}`` or
+        ``{"d":, "angle":, "norm_sum":}`` (equal norms), or a tuple
+        ``(d, norm_x, norm_y, angle)``; one dict or tuple is one geometry.
+        ``d`` and ``angle`` are required; ``norm_x`` and ``norm_y`` default
+        to 1.0 as in sweeps; ``norm_sum`` with ``norm_x`` or ``norm_y`` is
+        over-specified and refused, as in sweeps.
+    kinds, ensembles, m : str/int or sequences of them
+        Estimators, projection ensembles and numbers of projections; a single
+        value means a one-element list.
     norms, trials, seed, backend, method
         As for :func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`. Each
         row gets its own seed, derived from ``seed`` and the row's identity.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Before any work: a geometry with a missing or unknown key, an
+        over-specified one, or a bad value (named as ``geometries[i]['key']``);
+        bad kinds, ensembles, m, norms, trials, seed, backend or method.
 
     Returns
     -------
@@ -199,20 +313,16 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     """
     check_norms(norms)
     trials = check_int(trials, "trials", minimum=2)
-    check_seed(seed)
+    _check_root_seed(seed)
     check_backend(backend)
     check_choice(method, "method", ("reduced", "literal"))
-    kinds = [check_kind(k) for k in kinds]
-    ensembles = [check_choice(e, "ensemble", ENSEMBLES) for e in ensembles]
-    ms = [check_int(mm, "m") for mm in m]
+    kinds = _one_or_many(kinds, "kinds", check_kind)
+    ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
+    ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
     # every point is built and its geometry checked before any Monte Carlo runs
     points = []
-    for g in geometries:
-        if not isinstance(g, dict):
-            d, nx, ny, angle = g
-            g = {"d": d, "norm_x": nx, "norm_y": ny, "angle": angle}
-        base = canonical_point({"d": g["d"], "angle": g["angle"], "norm_x": g.get("norm_x"),
-                                "norm_y": g.get("norm_y"), "norm_sum": g.get("norm_sum")})
+    for i, g in enumerate(_geometry_list(geometries)):
+        base = _geometry_point(g, i)
         point_geometry(base)
         for kind, ensemble, mm in itertools.product(kinds, ensembles, ms):
             points.append({"kind": kind, "ensemble": ensemble, "norms": norms, "d": base["d"],
@@ -258,14 +368,22 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
     d = check_int(d, "d")
     m = check_int(m, "m")
     trials = check_int(trials, "trials", minimum=2)
+    _check_root_seed(seed)
+    ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
+    norm_u = check_finite(norm_u, "norm_u")
+    if norm_u.ndim != 0 or norm_u < 0:
+        raise ValueError(f"norm_u must be one number >= 0; got {norm_u!r}")
+    norm_u = float(norm_u)
     if directions is None:
         rand = np.random.default_rng(12345).standard_normal(d)
         named = {"e_1": np.eye(d)[0], "e_2": np.eye(d)[min(1, d - 1)], f"e_{d}": np.eye(d)[-1],
                  "ones": np.ones(d), "random": rand}
     else:
-        directions = np.atleast_2d(np.asarray(directions, dtype=np.float64))
-        if directions.shape[1] != d:
+        directions = np.atleast_2d(check_finite(directions, "directions"))
+        if directions.ndim != 2 or directions.shape[1] != d:
             raise ValueError(f"directions must have shape (n, d={d}); got {directions.shape}")
+        if np.any(np.linalg.norm(directions, axis=1) == 0):
+            raise ValueError("directions must be nonzero vectors (each is normalised)")
         named = {f"dir_{i}": v for i, v in enumerate(directions)}
     blocks = -(-m // d)  # projections per trial, rounded up to whole blocks
     rows = []

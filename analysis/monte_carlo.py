@@ -102,13 +102,14 @@ from rfkernels._validation import (
     check_int,
     check_kind,
     check_matrix,
+    check_memory,
     check_norms,
     check_same_d,
     check_vectors,
 )
 from rfkernels.backends import BACKENDS, array_namespace, check_backend, to_numpy
 from rfkernels.features import feature_map, log_estimate
-from rfkernels.projections import draw_projections
+from rfkernels.projections import draw_projections, projection_bytes
 from rfkernels.rng import key_from_seed
 
 __all__ = [
@@ -121,6 +122,7 @@ __all__ = [
     "monte_carlo_mse",
     "monte_carlo_mse_batch",
     "pareto_k_hat",
+    "peak_bytes",
     "trial_estimates",
 ]
 
@@ -556,8 +558,40 @@ class _Setup:
     sm: list
 
 
+#: Float64 arrays of shape (m, chunk) alive at once in the reduced NumPy (and CuPy)
+#: sampler: tracemalloc measures a peak of 17 (hyperbolic features), see
+#: tests/test_monte_carlo.py::test_peak_bytes_bounds_the_measured_peak.
+REDUCED_ARRAYS = 20
+
+
+def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensemble="iid"):
+    """Estimated peak bytes a Monte Carlo run allocates (the checks' upper estimate).
+
+    - reduced, NumPy/CuPy: :data:`REDUCED_ARRAYS` arrays of ``m × chunk`` doubles;
+    - reduced, Numba: per thread, seven length-m work arrays, plus the chunk;
+    - literal: one projection matrix (:func:`rfkernels.projections.projection_bytes`),
+      the features of all pairs (about 16 ``pairs × m`` doubles), the
+      pairs × pairs log-domain fallback and the ``pairs × chunk`` block;
+
+    each plus the accumulator's few arrays of ``chunk`` doubles. Memory does
+    not grow with the number of trials.
+    """
+    accumulate = 8 * 8 * chunk
+    if method == "reduced":
+        if backend == "numba":
+            import numba
+
+            from rfkernels.backends import _mc_numba
+
+            threads = min(numba.get_num_threads(), -(-chunk // _mc_numba.BATCH))
+            return threads * 7 * 8 * (m + 1) + 8 * chunk + accumulate
+        return REDUCED_ARRAYS * 8 * m * chunk + accumulate
+    return (projection_bytes(m, d, ensemble)
+            + 8 * (16 * pairs * m + 2 * pairs * pairs + pairs * chunk) + accumulate)
+
+
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-           names=("X", "Y")):
+           names=("X", "Y"), keep_all=False):
     """Every check, before any work; returns the validated :class:`_Setup`."""
     check_kind(kind)
     check_ensemble(ensemble, ENSEMBLES)
@@ -588,6 +622,19 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     if Xa.shape[0] > reduced.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
     check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
+    if chunk is None:
+        chunk = _DEFAULT_CHUNK[(method, backend if method == "reduced" else None)]
+        if method == "reduced" and backend != "numba":
+            chunk = max(1, chunk // m)
+    n = min(chunk, trials)
+    if backend != "cupy":  # CuPy's arrays live on the device, whose allocator raises MemoryError
+        check_memory(
+            peak_bytes(m, d, Xa.shape[0], n, method=method, backend=backend, ensemble=ensemble)
+            + 16 * trials * int(keep_all),
+            f"a Monte Carlo run with m={m} projections, d={d}, {Xa.shape[0]} pair(s) and "
+            f"{n} trial(s) per chunk (method={method!r}, backend={backend!r})"
+            + (f", keeping all {trials} estimates" if keep_all else ""),
+        )
 
     geom = theory.geometry(Xa, Ya)
     norm, exact, sm = [], [], []
@@ -610,10 +657,6 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             exact.append(math.exp(log_exact))
         else:
             exact.append(None)
-    if chunk is None:
-        chunk = _DEFAULT_CHUNK[(method, backend if method == "reduced" else None)]
-        if method == "reduced" and backend != "numba":
-            chunk = max(1, chunk // m)
     return _Setup(Xa, Ya, m, d, kind, ensemble, norms, trials, seq, backend, method, chunk,
                   progress, norm, exact, sm)
 
@@ -813,12 +856,18 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     ------
     ValueError
         Unknown kind, ensemble, norms, backend or method (the message lists the
-        valid ones); trials < 2; badly shaped or non-finite x, y; the reduced
-        method with ``'orthogonal-unfixed-qr'``.
+        valid ones); trials < 2; badly shaped, non-finite or non-real
+        (complex: "Complex data not supported") x, y; the reduced method with
+        ``'orthogonal-unfixed-qr'``.
     TypeError
         Non-integer trials, m or chunk; bad seed; progress not callable.
     ImportError
         ``backend='cupy'`` without CuPy or a CUDA device (names the ``gpu`` extra).
+    MemoryError
+        Before any work, if the estimated peak allocation (:func:`peak_bytes`:
+        per chunk, e.g. 20 arrays of m × chunk doubles for the reduced NumPy
+        sampler) exceeds 80% of the machine's memory; the message names m, d
+        and the chunk. NumPy and Numba only (CuPy's allocator raises its own).
     FloatingPointError
         If SM, the MSE or an estimate is beyond float64.
 
@@ -903,7 +952,7 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     X, Y = _one_pair(x, y)
     start = check_int(start, "start", minimum=0)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, None, None,
-               names=("x", "y"))
+               names=("x", "y"), keep_all=True)
     if start + s.trials > reduced.MAX_TRIALS:
         raise ValueError(f"start + trials must be at most 2**{reduced.PAIR_SHIFT}")
     chunks = _reduced_chunks(s, start) if s.method == "reduced" else _literal_chunks(s, start)

@@ -2,14 +2,14 @@
 
 Core layer: projection ensembles (:func:`draw_projections`), the three feature
 maps (:func:`feature_map`, :func:`estimate`, :func:`log_estimate`), the exact
-kernel (:func:`softmax_kernel`), closed-form theory (:mod:`rfkernels.theory`),
+kernel (:func:`softmax_kernel`, :func:`log_softmax_kernel`), closed-form theory (:mod:`rfkernels.theory`),
 FAVOR and exact attention (:func:`favor_attention`, :func:`softmax_attention`)
 and the counter-based generator (:mod:`rfkernels.rng`).
 """
 
 from ._validation import ENSEMBLES, KINDS, NORMS
 from .attention import favor_attention, softmax_attention
-from .features import estimate, feature_map, log_estimate, softmax_kernel
+from .features import estimate, feature_map, log_estimate, log_softmax_kernel, softmax_kernel
 from .theory import pair
 from .projections import draw_projections
 
@@ -24,6 +24,7 @@ __all__ = [
     "favor_attention",
     "feature_map",
     "log_estimate",
+    "log_softmax_kernel",
     "pair",
     "softmax_attention",
     "softmax_kernel",

@@ -45,8 +45,10 @@ def check_int(value, name, minimum=1):
     Integral floats (``1e6``) are accepted; booleans, fractions and
     non-numbers are not.
     """
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer; got {value!r}")
+    if _is_complex_scalar(value):
+        raise _complex_error(name, f"the complex number {value!r}; {name} must be an integer")
     if isinstance(value, numbers.Integral):
         out = int(value)
     elif isinstance(value, numbers.Real) and float(value).is_integer():
@@ -64,6 +66,10 @@ def check_int(value, name, minimum=1):
 def check_int_array(value, name, minimum=1):
     """Return ``value`` as an int64 array with every entry >= ``minimum``."""
     arr = np.asarray(value)
+    if arr.dtype.kind == "c" or (
+        arr.dtype == object and any(_is_complex_scalar(v) for v in arr.reshape(-1))
+    ):
+        raise _complex_error(name, f"complex ({value!r}); {name} must hold integers")
     if arr.dtype == bool or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     ):
@@ -80,12 +86,83 @@ def check_int_array(value, name, minimum=1):
     return out
 
 
+def _is_complex_scalar(v):
+    """A complex number that is not real (Python, NumPy or any ``numbers.Complex``)."""
+    return isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)
+
+
+def _complex_error(name, what):
+    return ValueError(
+        f"Complex data not supported: {name} is {what}; pass real numbers "
+        "(the .real part, if that is what is meant)"
+    )
+
+
+def check_real(value, name, xp=np):
+    """Return ``value`` as a float64 array of ``xp``, refusing anything that is not real.
+
+    Complex arrays and scalars, object arrays holding complex numbers,
+    strings, dates and other non-numeric data raise ``ValueError`` (for
+    complex data the message contains "Complex data not supported", as in
+    scikit-learn) instead of being cast: NumPy would drop an imaginary part
+    with only a warning and parse strings as numbers. Booleans and integers
+    are real and are converted. CuPy arrays (``xp`` = cupy) are checked on
+    the device, by dtype.
+    """
+    if xp is not np and type(value).__module__.startswith("cupy"):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError) as exc:  # ragged lists; device arrays NumPy cannot read
+            raise type(exc)(
+                f"{name} must be an array of real numbers; got a {type(value).__name__} "
+                f"that NumPy cannot convert ({exc})"
+            ) from None
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise _complex_error(name, f"of complex dtype {arr.dtype}")
+    if kind == "O":
+        flat = arr.reshape(-1)
+        if any(_is_complex_scalar(v) for v in flat):
+            raise _complex_error(name, "an object array holding complex numbers")
+        if any(v is None or isinstance(v, (str, bytes)) for v in flat):
+            raise ValueError(
+                f"{name} must hold real numbers; got an object array holding None or strings")
+        try:
+            arr = arr.astype(np.float64)
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"{name} must hold real numbers; got an object array of "
+                f"{', '.join(sorted({type(v).__name__ for v in flat}))}"
+            ) from None
+    elif kind not in "biuf":
+        what = {"U": "strings", "S": "bytes", "M": "datetimes", "m": "timedeltas"}.get(
+            kind, f"dtype {arr.dtype}")
+        raise ValueError(f"{name} must hold real numbers; got {what}")
+    return xp.asarray(arr, dtype=xp.float64)
+
+
 def check_finite(value, name, xp=np):
-    """Return ``value`` as a float64 array of ``xp`` after checking it is finite."""
-    arr = xp.asarray(value, dtype=xp.float64)
+    """Return ``value`` as a real float64 array of ``xp`` after checking it is finite.
+
+    Non-real data is refused first (:func:`check_real`).
+    """
+    arr = check_real(value, name, xp)
     if not bool(xp.all(xp.isfinite(arr))):
         raise ValueError(f"{name} must be finite (no inf or NaN)")
     return arr
+
+
+def check_bool(value, name):
+    """Return ``value`` as a Python bool; only ``True``/``False`` (or NumPy's) are booleans.
+
+    ``"yes"``, ``1`` or ``None`` are refused with ``TypeError``: a truthy
+    non-boolean usually means an argument landed in the wrong place.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False; got {value!r}")
 
 
 def check_vectors(value, name, xp=np, ndim_min=1):

@@ -42,7 +42,15 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_choice, check_finite, check_int, check_kind, check_same_d
+from ._validation import (
+    check_bool,
+    check_choice,
+    check_finite,
+    check_int,
+    check_kind,
+    check_memory,
+    check_same_d,
+)
 from .backends import get_array_module, to_numpy
 from .features import feature_map
 
@@ -113,15 +121,26 @@ def _matrix(value, name, shape_text, xp):
     return arr
 
 
-def _check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False; got {value!r}")
-    return bool(value)
+def _check_squared_norms(a, name, letter, xp):
+    """Largest row norm of ``a``; refuses rows whose squared norm overflows float64."""
+    with np.errstate(over="ignore"):
+        sq = xp.sum(a * a, axis=1)
+    bad = ~xp.isfinite(sq)
+    if bool(xp.any(bad)):
+        rows = to_numpy(xp.nonzero(bad)[0])
+        shown = ", ".join(str(int(i)) for i in rows[:10]) + (", ..." if rows.size > 10 else "")
+        raise FloatingPointError(
+            f"favor_attention: |{letter}|^2 overflows float64 for {rows.size} row(s) of {name} "
+            f"(rows {shown}; entries beyond about 1e154). Every feature map needs "
+            f"|{letter}|^2/2 (exp(+-w.{letter} - |{letter}|^2/2), or exp(|{letter}|^2/2) for "
+            "trig), so FAVOR cannot represent these rows; rescale Q and K"
+        )
+    return float(xp.sqrt(xp.max(sq)))
 
 
 def _check_qkv(Q, K, V, causal, xp):
     """Validate the shared arguments of both attentions; returns (q, k, v, causal)."""
-    causal = _check_bool(causal, "causal")
+    causal = check_bool(causal, "causal")
     q = _matrix(Q, "Q", "(L, d)", xp)
     k = _matrix(K, "K", "(L_k, d)", xp)
     v = _matrix(V, "V", "(L_k, d_v)", xp)
@@ -328,9 +347,15 @@ def favor_attention(
     TypeError
         causal or stabilize not a bool; block_size not an integer.
     FloatingPointError
+        Before any work: some ``|q|^2`` or ``|k|^2`` overflows float64
+        (entries beyond about 1e154; every feature map needs it), or
+        ``|w||q|`` exceeds 1e300 (the projections could overflow). After:
         ``nonpositive="raise"`` and some normaliser is <= 0; or an output
         entry that is not reported as a non-positive row overflows (only for
         ``stabilize=False``, or ``|V|`` near 1e308).
+    MemoryError
+        If the blocks and state would not fit in memory (NumPy arrays; the
+        message names L, r and the block size).
 
     Notes
     -----
@@ -400,12 +425,29 @@ def favor_attention(
     q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
     w = _matrix(W, "W", "(m, d)", xp)
     check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
-    stabilize = _check_bool(stabilize, "stabilize")
+    stabilize = check_bool(stabilize, "stabilize")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
     if block_size is None:
         block = FAVOR_CAUSAL_BLOCK if causal else FAVOR_BLOCK
     else:
         block = check_int(block_size, "block_size")
+    longest = max(_check_squared_norms(q, "Q", "q", xp), _check_squared_norms(k, "K", "k", xp))
+    with np.errstate(over="ignore"):
+        reach = longest * float(xp.sqrt(xp.max(xp.sum(w * w, axis=1))))
+    if reach > 1e300:  # |w.q| <= |w||q|: the projections may overflow
+        raise FloatingPointError(
+            f"favor_attention: the projections W @ q and W @ k can reach |w||q| = {reach:.3g}, "
+            "beyond 1e300 (float64 ends at 1.8e308); rescale W, Q and K"
+        )
+    if xp is np:
+        r = w.shape[0] if kind == "positive" else 2 * w.shape[0]
+        rows = min(block, max(q.shape[0], k.shape[0]))
+        # state (r, d_v) and sums, features and projections of a block (a few (rows, r)
+        # arrays), the causal (rows, rows) matrix, the (L, d_v) output and normalisers
+        nbytes = 8 * (2 * r * v.shape[1] + 6 * rows * r + 2 * rows * rows
+                      + q.shape[0] * (v.shape[1] + 2))
+        check_memory(nbytes, f"favor_attention with L={q.shape[0]}, r={r} features and "
+                             f"block_size={block}")
 
     try:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -418,7 +460,7 @@ def favor_attention(
             f"favor_attention(kind={kind!r}, stabilize=False): the unshifted features "
             "overflow for these inputs; stabilize=True removes the factors that overflow"
         ) from None
-    return _normalise(num, den, kind, causal, stabilize, nonpositive, xp)
+    return _normalise(num, den, kind, causal, stabilize, nonpositive, xp, v, w)
 
 
 def _favor_bidirectional(q, k, v, w, kind, stabilize, block, xp):
@@ -470,7 +512,7 @@ def _favor_causal(q, k, v, w, kind, stabilize, block, xp):
     return num, den
 
 
-def _normalise(num, den, kind, causal, stabilize, nonpositive, xp):
+def _normalise(num, den, kind, causal, stabilize, nonpositive, xp, v, w):
     bad = den <= 0
     rows = to_numpy(xp.nonzero(bad)[0]).astype(np.int64)
     n_bad = int(rows.size)
@@ -496,7 +538,9 @@ def _normalise(num, den, kind, causal, stabilize, nonpositive, xp):
             f"favor_attention(kind={kind!r}, stabilize={stabilize}) overflowed in rows "
             "with a positive normaliser"
             + ("; stabilize=True removes the factors that overflow" if not stabilize else
-               "; V is too large to represent the weighted sums")
+               f"; the weighted sums of V (max |V| = {float(xp.max(xp.abs(v))):.3g}) or "
+               "the projections W @ q, W @ k (max |W| = "
+               f"{float(xp.max(xp.abs(w))):.3g}) exceed float64")
         )
     if nonpositive == "divide":
         out[bad & ~finite_rows] = xp.nan  # reported rows whose quotient overflowed

@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from ._validation import check_finite, check_kind, check_same_d
+from ._validation import check_finite, check_kind, check_memory, check_same_d
 from .backends import get_array_module
 
 __all__ = [
@@ -96,6 +96,24 @@ def _check_pair(X, Y, W=None, kind=None):
     w = _projections(W, xp)
     check_same_d([x.shape, y.shape, w.shape], ["X", "Y", "W"])
     return xp, x, y, w, x1, y1
+
+
+def _check_memory_pairs(x, y, w, xp):
+    """Refuse, before any work, a call whose arrays would not fit in memory (NumPy only).
+
+    Features of X and Y (up to 2m columns each, with a few temporaries) and
+    the (n_x, n_y) result with as many temporaries.
+    """
+    if xp is not np:
+        return
+    r = 0 if w is None else 2 * w.shape[0]
+    n_x, n_y = x.shape[0], 0 if y is None else y.shape[0]
+    nbytes = 8 * (4 * (n_x + n_y) * r + 4 * n_x * n_y)
+    if r:
+        what = f"features of n_x={n_x}, n_y={n_y} inputs with m={r // 2} projections"
+    else:
+        what = f"a kernel of n_x={n_x}, n_y={n_y} inputs"
+    check_memory(nbytes, what)
 
 
 def _squeeze(a, x1, y1):
@@ -186,6 +204,7 @@ def feature_map(X, W, kind):
     x, x1 = _rows(X, "X", xp)
     w = _projections(W, xp)
     check_same_d([x.shape, w.shape], ["X", "W"])
+    _check_memory_pairs(x, None, w, xp)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         phi = _features(x, w, kind, xp)
     _require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
@@ -239,10 +258,84 @@ def estimate(X, Y, W, kind):
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
     xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind)
+    _check_memory_pairs(x, y, w, xp)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         k = _features(x, w, kind, xp) @ _features(y, w, kind, xp).T
     _require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
     return _squeeze(k, x1, y1)
+
+
+def _dot(x, y, xp):
+    """``x @ y.T`` without intermediate overflow, accurate where it cancels.
+
+    Each row is scaled by a power of two, ``2**-e`` with ``e`` the binary
+    exponent of its largest entry, which is exact, so the scaled product has
+    the rounding of the plain one but no overflowing partial products or
+    sums (``[1e200, 1e200] . [1e200, -1e200]`` is not ``inf - inf``). The
+    matrix product's error is up to about ``d eps |x||y|`` and depends on
+    the BLAS kernel (with fused multiply-adds that example comes out as
+    1e383, not 0). Nonzero entries within that bound, and entries that
+    overflow when scaled back, are recomputed by :func:`_accurate_dot`
+    (error-free products and compensated sums: as accurate as twice the
+    precision, and independent of BLAS). An entry whose value is beyond
+    float64 raises ``FloatingPointError``.
+    """
+    _, ex = xp.frexp(xp.max(xp.abs(x), axis=1))
+    _, ey = xp.frexp(xp.max(xp.abs(y), axis=1))
+    xs = xp.ldexp(x, -ex[:, None])  # entries in (-1, 1)
+    ys = xp.ldexp(y, -ey[:, None])
+    scaled = xs @ ys.T  # |entries| <= d
+    with np.errstate(over="ignore", under="ignore"):
+        if int(xp.max(xp.abs(ex))) <= 500 and int(xp.max(xp.abs(ey))) <= 500:
+            # 2**(ex + ey) is a normal float64: one exact multiplication (ldexp is slow)
+            out = scaled * (xp.ldexp(1.0, ex)[:, None] * xp.ldexp(1.0, ey)[None, :])
+        else:
+            out = xp.ldexp(scaled, ex[:, None] + ey[None, :])
+        bound = (4.0 * x.shape[1] * float(np.finfo(np.float64).eps)) * (
+            xp.sqrt(xp.sum(xs * xs, axis=1))[:, None] * xp.sqrt(xp.sum(ys * ys, axis=1))[None, :]
+        )
+    # exact zeros are left alone: orthogonal inputs (one-hot, disjoint supports) give them
+    redo = ((xp.abs(scaled) <= bound) & (scaled != 0)) | ~xp.isfinite(out)
+    ii, jj = xp.nonzero(redo)
+    step = max(1, _LME_CHUNK // (4 * x.shape[1]))
+    for start in range(0, int(ii.shape[0]), step):
+        i, j = ii[start : start + step], jj[start : start + step]
+        with np.errstate(over="ignore", under="ignore"):
+            out[i, j] = xp.ldexp(_accurate_dot(xs[i], ys[j], xp), ex[i] + ey[j])
+    over = ~xp.isfinite(out)
+    if bool(xp.any(over)):
+        raise FloatingPointError(
+            f"x.y overflows float64 at {int(xp.count_nonzero(over))} pair(s): the log of the "
+            "softmax kernel itself (x.y, beyond 1.8e308) cannot be represented; rescale the inputs"
+        )
+    return out
+
+
+def _accurate_dot(a, b, xp):
+    """Row-wise ``sum(a * b, axis=1)`` as if computed in twice the working precision.
+
+    Ogita, Rump and Oishi's Dot2 in a pairwise arrangement: each product is
+    split exactly into ``p + e`` (Dekker's TwoProduct with Veltkamp's
+    splitting, no fused multiply-add needed) and the ``p`` are summed with
+    TwoSum, whose rounding errors are collected with the ``e``. Entries of
+    ``a`` and ``b`` must be below 1 in magnitude (see :func:`_dot`).
+    """
+    split = 134217729.0  # 2**27 + 1
+    ca, cb = split * a, split * b
+    a_hi = ca - (ca - a)
+    b_hi = cb - (cb - b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    p = a * b
+    errors = xp.sum(((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo, axis=1)
+    while p.shape[1] > 1:
+        if p.shape[1] % 2:
+            p = xp.concatenate([p, xp.zeros((p.shape[0], 1))], axis=1)
+        u, v = p[:, 0::2], p[:, 1::2]
+        total = u + v
+        w = total - u
+        errors = errors + xp.sum((u - (total - w)) + (v - w), axis=1)
+        p = total
+    return p[:, 0] + errors
 
 
 def softmax_kernel(X, Y):
@@ -271,8 +364,10 @@ def softmax_kernel(X, Y):
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
     xp, x, y, _, x1, y1 = _check_pair(X, Y)
+    _check_memory_pairs(x, y, None, xp)
+    log_k = _dot(x, y, xp)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        k = xp.exp(x @ y.T)
+        k = xp.exp(log_k)
     _require_finite(k, xp, "softmax_kernel", "log_softmax_kernel")
     return _squeeze(k, x1, y1)
 
@@ -291,6 +386,18 @@ def log_softmax_kernel(X, Y):
     Returns
     -------
     L : ndarray of shape (n_x, n_y)
+        ``x.y`` for every pair, computed without intermediate overflow (each
+        vector is scaled by a power of two first): finite whenever the
+        value itself is a float64, e.g. 0 for ``[1e200, 1e200]`` and
+        ``[1e200, -1e200]``. A 1-D argument's axis is dropped.
+
+    Raises
+    ------
+    ValueError
+        Non-finite, non-real or badly shaped inputs, d mismatch.
+    FloatingPointError
+        If some ``x.y`` is beyond float64 (about 1.8e308), where not even the
+        log of the kernel can be represented.
 
     References
     ----------
@@ -298,7 +405,8 @@ def log_softmax_kernel(X, Y):
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
     xp, x, y, _, x1, y1 = _check_pair(X, Y)
-    return _squeeze(x @ y.T, x1, y1)
+    _check_memory_pairs(x, y, None, xp)
+    return _squeeze(_dot(x, y, xp), x1, y1)
 
 
 def _log_matmul_exp(a, b, xp):
@@ -391,6 +499,7 @@ def log_estimate(X, Y, W, kind):
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
     xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind)
+    _check_memory_pairs(x, y, w, xp)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         sign, logabs = _log_estimate(x, y, w, kind, xp)
     # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed

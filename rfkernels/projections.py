@@ -19,10 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_ensemble, check_int, check_norms, check_seed
+from ._validation import (
+    check_bool,
+    check_ensemble,
+    check_int,
+    check_memory,
+    check_norms,
+    check_seed,
+)
 from .backends import check_backend
 
-__all__ = ["draw_projections", "orthogonal_blocks"]
+__all__ = ["draw_projections", "orthogonal_blocks", "projection_bytes"]
 
 
 def orthogonal_blocks(n_blocks, d, rng, fix_signs=True):
@@ -88,6 +95,9 @@ def orthogonal_blocks(n_blocks, d, rng, fix_signs=True):
     n_blocks = check_int(n_blocks, "n_blocks")
     d = check_int(d, "d")
     rng = check_seed(rng)
+    fix_signs = check_bool(fix_signs, "fix_signs")
+    check_memory(projection_bytes(n_blocks * d, d, "orthogonal"),
+                 f"orthogonal_blocks(n_blocks={n_blocks}, d={d})")
     gaussian = rng.standard_normal((n_blocks, d, d))
     q, r = np.linalg.qr(gaussian)
     if fix_signs:
@@ -95,6 +105,20 @@ def orthogonal_blocks(n_blocks, d, rng, fix_signs=True):
         # sign(0) would zero a column; R_kk = 0 has probability zero, map it to +1.
         q = q * np.where(diag < 0, -1.0, 1.0)[:, np.newaxis, :]
     return q
+
+
+def projection_bytes(m, d, ensemble="iid"):
+    """Peak bytes :func:`draw_projections` allocates for an (m, d) matrix (an upper estimate).
+
+    iid: the (m, d) normals and up to two copies (row norms, contiguous
+    result). Orthogonal: ``ceil(m/d)`` Gaussian d×d blocks, their Q and R
+    and LAPACK's workspace, then the (m, d) rows and their copies.
+    """
+    m, d = int(m), int(d)
+    nbytes = 8 * 3 * m * d
+    if ensemble != "iid":
+        nbytes += 8 * 4 * (-(-m // d)) * d * d
+    return nbytes
 
 
 def _unit_rows(a):
@@ -142,6 +166,9 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     ------
     TypeError
         If m or d is not an integer, or seed is of an unsupported type.
+    MemoryError
+        If the matrix (and, for the orthogonal ensembles, its d×d blocks)
+        would not fit in memory; checked before anything is drawn.
     ValueError
         If m or d < 1, or ensemble, norms or backend is unknown (the message
         lists the valid choices).
@@ -206,6 +233,8 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     norms = check_norms(norms)
     backend = check_backend(backend)
     rng = check_seed(seed)
+    check_memory(projection_bytes(m, d, ensemble),
+                 f"draw_projections(m={m}, d={d}, ensemble={ensemble!r})")
 
     if ensemble == "iid":
         w = rng.standard_normal((m, d))

@@ -66,7 +66,14 @@ import numpy as np
 
 from . import _elementary as elem
 from . import rng
-from ._validation import check_choice, check_int, check_kind, check_norms
+from ._validation import (
+    _complex_error,
+    check_choice,
+    check_finite,
+    check_int,
+    check_kind,
+    check_norms,
+)
 from .backends import get_array_module
 
 __all__ = [
@@ -132,10 +139,33 @@ def normalisation(kind, half_sq, s, t):
         (:class:`rfkernels.theory.Geometry`).
     """
     check_kind(kind)
-    half_sq, s, t = float(half_sq), float(s), float(t)
+    half_sq, s, t = (_real_scalar(v, name) for v, name in ((half_sq, "half_sq"), (s, "s"), (t, "t")))
     if kind == "trig":
         return Normalisation(math.sqrt(t), half_sq, math.exp(-t / 2.0))
     return Normalisation(math.sqrt(s), (s - t) / 4.0, 1.0)
+
+
+def _real_scalar(value, name):
+    """One finite real number >= 0 as a float (complex and non-numbers refused)."""
+    arr = check_finite(value, name)
+    if arr.ndim != 0 or arr < 0:
+        raise ValueError(f"{name} must be one finite number >= 0; got {value!r}")
+    return float(arr)
+
+
+def _unsigned(value, name, dtype, xp):
+    """``value`` as an unsigned integer array; complex, float and negative entries refused."""
+    if xp is np or not type(value).__module__.startswith("cupy"):
+        arr = np.asarray(value)
+    else:
+        arr = value
+    if arr.dtype.kind == "c":
+        raise _complex_error(name, f"of complex dtype {arr.dtype}")
+    if arr.dtype == bool or arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an array of non-negative integers; got dtype {arr.dtype}")
+    if arr.dtype.kind == "i" and arr.size and bool((arr < 0).any()):
+        raise ValueError(f"{name} must be >= 0")
+    return xp.asarray(arr, dtype=dtype)
 
 
 def trial_counters(first, n, pair=0, xp=np):
@@ -213,8 +243,10 @@ def scalar_projections(key, counters, m, d, *, ensemble="iid", norms="chi", xp=N
     m, d = _check_args(m, d, ensemble, norms)
     if xp is None:
         xp = get_array_module(counters)
-    key = xp.asarray(key, dtype=xp.uint32)
-    counters = xp.asarray(counters, dtype=xp.uint64)
+    key = _unsigned(key, "key", xp.uint32, xp)
+    counters = _unsigned(counters, "counters", xp.uint64, xp)
+    if counters.ndim != 1:
+        raise ValueError(f"counters must be a 1-D array of trial counters; got shape {counters.shape}")
     n = counters.shape[0]
     slots = xp.arange(m, dtype=xp.uint64)[:, None]
     t = counters[None, :]
@@ -276,8 +308,8 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
     check_kind(kind)
     if xp is None:
         xp = get_array_module(counters)
+    a = _real_scalar(length, "length")
     p = scalar_projections(key, counters, m, d, ensemble=ensemble, norms=norms, xp=xp)
-    a = float(length)
     half = 0.5 * a * a
     ap = a * p
     if kind == "positive":

@@ -486,7 +486,7 @@ def test_inputs_bad_input():
 
 
 CLI_ARGS = ["attention", "--L", "64", "--d", "4", "--m", "2,8", "--samples", "2",
-            "--kinds", "positive,trig", "--ensembles", "iid"]
+            "--kind", "positive,trig", "--ensemble", "iid"]
 
 
 def test_cli_writes_csv_and_sidecar(tmp_path, capsys):
@@ -536,10 +536,10 @@ def test_cli_refuses_to_overwrite_unrelated_files(tmp_path, capsys, victim):
 def test_cli_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["attention", "--m", "2,x"])
-    assert "argument --m: expected comma-separated integers" in capsys.readouterr().err
+    assert "argument --m: expected an integer" in capsys.readouterr().err
     assert main(["attention", "--samples", "1", "--out", str(tmp_path / "a.csv")]) == 2
     assert "samples must be an integer >= 2" in capsys.readouterr().err
-    assert main(["attention", "--kinds", "sin", "--out", str(tmp_path / "a.csv")]) == 2
+    assert main(["attention", "--kind", "sin", "--out", str(tmp_path / "a.csv")]) == 2
     assert "kind must be one of" in capsys.readouterr().err
     assert main(["attention", "--out", str(tmp_path / "a.json")]) == 2
     assert "--out must not end in .json" in capsys.readouterr().err

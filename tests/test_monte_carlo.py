@@ -399,8 +399,10 @@ def test_cli_text_and_errors(capsys):
                  "--kind", "trig", "--backend", "numpy", "--method", "literal"]) == 0
     text = capsys.readouterr().out
     assert "Monte Carlo" in text and "exact" in text and "Lemma 2 (iid)          n/a" in text
-    assert main(["mse", "--trials", "1.5"]) == 2
-    assert "trials must be an integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # the CLI grammar refuses a non-integer count
+        main(["mse", "--trials", "1.5"])
+    assert exc.value.code == 2
+    assert "argument --trials: expected an integer" in capsys.readouterr().err
     assert main(["mse", "--method", "fast"]) == 2
     assert "method must be one of 'reduced', 'literal'" in capsys.readouterr().err
 
@@ -484,3 +486,28 @@ def test_constant_estimates_give_no_z():
     res = monte_carlo_mse(x, y, 1, "hyperbolic", norms="fixed", trials=5000, seed=0)
     assert res.z is None and res.tail_ok is False
     assert res.mse == pytest.approx(res.mse_exact, rel=1e-9)  # the squared bias, exactly
+
+
+@pytest.mark.parametrize("method, ensemble", [("reduced", "iid"), ("reduced", "orthogonal"),
+                                              ("literal", "orthogonal")])
+def test_peak_bytes_bounds_the_measured_peak(method, ensemble):
+    """The memory checks' estimate (peak_bytes) is above what a run allocates (tracemalloc)."""
+    import tracemalloc
+
+    from rfkernels.analysis.monte_carlo import peak_bytes
+
+    m, chunk = (2000, 128) if method == "reduced" else (300, 16)
+    pairs = np.stack([X, 0.5 * X]), np.stack([Y, -Y])
+    for kind in KINDS:
+        tracemalloc.start()
+        try:
+            monte_carlo_mse_batch(*pairs, m, kind, ensemble=ensemble, trials=chunk, method=method,
+                                  chunk=chunk, backend="numpy", seed=0)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        # 2 MiB: what any run holds besides the chunk (theory tables, the result objects)
+        estimate = peak_bytes(m, X.shape[-1], 2, chunk, method=method, ensemble=ensemble)
+        assert peak <= estimate + 2**21, (kind, peak, estimate)
+        if method == "reduced":  # and not wildly above it either
+            assert peak >= estimate / 4, (kind, peak, estimate)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from rfkernels import _hypergeometric as hg
 from rfkernels import draw_projections, estimate, theory
 from rfkernels.theory import (
+    Geometry,
     exact_mse,
     exact_mse_from_geometry,
     geometry_from_angle,
@@ -63,6 +64,8 @@ def test_exact_mse_against_mpmath(kind, norms, d):
                 worst = max(worst, err)
                 assert err <= 1e-10, (target, m, ensemble, float(got), float(mpmath.log(ref)))
     assert worst < 1e-10
+    # the exact_mse docstring quotes the largest of these (run with -rP to see them)
+    print(f"worst |log got - log ref| = {worst:.2e} (kind={kind}, norms={norms}, d={d})")
 
 
 @pytest.mark.parametrize("d", [1, 2, 3, 7, 64, 4096])
@@ -370,3 +373,19 @@ def test_huge_integer_arguments_are_refused_not_wrapped():
     for m in (2**63, 1e20):
         with pytest.raises(ValueError, match="m must hold integers below 2\\*\\*62"):
             exact_mse(x, y, m, "positive")
+
+
+def test_trig_mse_at_vanishing_distance_is_finite():
+    """|x - y|^2 = 3e-179: D(-t/2) underflows and 1/V overflows; C/V -> -1/(d + 2)."""
+    x, y = np.array([0.0]), np.array([5.783319306764868e-90])  # found by hypothesis
+    assert exact_mse(x, y, 1, "trig") == 0.0  # t^2/2 = 5e-358 underflows: not an error
+    assert np.isfinite(exact_mse(x, y, 1, "trig", log=True))
+    for d, m in ((1, 3), (3, 3), (3, 7), (16, 33)):
+        for t in (1e-99, 1e-101, 1e-200):
+            g = Geometry(np.array(float(d)), np.array(0.5), np.array(2.0 - t), np.array(t))
+            got = float(exact_mse_from_geometry(g, m, "trig", ensemble="orthogonal", log=True))
+            q, r = divmod(m, d)
+            pairs = q * d * (d - 1) + r * (r - 1)
+            # Λ^-2 (t^2/2) / m (1 - (P/m) / (d + 2)), to relative O(t)
+            want = 1.0 + 2 * np.log(t) - np.log(2 * m) + np.log1p(-pairs / m / (d + 2))
+            assert got == pytest.approx(want, abs=1e-12), (d, m, t)
