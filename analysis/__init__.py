@@ -22,10 +22,12 @@ from .monte_carlo import (
 
 from .attention import AttentionMSETable, attention_inputs, attention_mse
 from .comparison import bias_audit, compare, evaluate_point
-from .sweep import SweepSpec, load_table, run_sweep
+from .sweep import SweepError, SweepIOError, SweepSpec, load_table, run_sweep
 
 __all__ = [
     "AttentionMSETable",
+    "SweepError",
+    "SweepIOError",
     "SweepSpec",
     "attention_inputs",
     "attention_mse",

@@ -61,7 +61,7 @@ from rfkernels._validation import ENSEMBLES, KINDS, NORMS, check_memory
 from rfkernels.backends import BACKENDS
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
-from .points import GRID_AXES, norms_from_sum, point_id, point_ids, point_seed
+from .points import GRID_AXES, check_norm_axes, norms_from_sum, point_id, point_ids, point_seed
 
 #: Keys of the ``[run]`` table and their defaults.
 RUN_DEFAULTS = {
@@ -159,8 +159,10 @@ class SweepSpec:
         for axis in _REQUIRED:
             if axis not in out:
                 raise SweepError(f"grid.{axis}: missing (required axes: {', '.join(_REQUIRED)})")
-        if "norm_sum" in out and ("norm_x" in out or "norm_y" in out):
-            raise SweepError("grid.norm_sum: give either norm_sum or norm_x/norm_y, not both")
+        try:
+            check_norm_axes(out, "grid")
+        except ValueError as exc:
+            raise SweepError(str(exc)) from None
         if "norm_sum" not in out:
             out.setdefault("norm_x", [1.0])
             out.setdefault("norm_y", [1.0])
@@ -961,7 +963,7 @@ def _prepare_out(out_dir, spec, resume):
             "untouched: choose another --out"
         )
     if not resume:
-        raise SweepError(f"{out_dir} already holds results of this sweep; pass --resume to continue "
+        raise SweepError(f"{out_dir} already holds results of this sweep; pass --resume (resume=True) to continue "
                          "it, or choose another --out")
     if not has_results:
         return set(), 0.0, None

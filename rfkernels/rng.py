@@ -46,6 +46,7 @@ import numbers
 import numpy as np
 
 from . import _elementary as elem
+from ._validation import check_real
 from .backends import get_array_module
 
 __all__ = [
@@ -440,7 +441,7 @@ def _box_muller(u1, u2, xp):
 
 
 def _check_dof(dof, xp):
-    arr = xp.asarray(dof, dtype=xp.float64)
+    arr = check_real(dof, "dof", xp)
     if arr.size and not bool(xp.all(xp.isfinite(arr) & (arr > 0))):
         raise ValueError("dof must be finite and > 0 (degrees of freedom of the chi-square)")
     return arr

@@ -382,3 +382,13 @@ def test_cupy_inputs_get_the_same_checks():
     assert isinstance(got, cupy.ndarray) and float(got[0, 0]) == 0.0
     np.testing.assert_allclose(cupy.asnumpy(log_softmax_kernel(cx, cy)), log_softmax_kernel(X, Y),
                                rtol=1e-13, atol=1e-15)
+
+
+def test_complex_degrees_of_freedom_are_refused():
+    from rfkernels import rng
+
+    key = rng.key_from_seed(0)
+    trials, slots = np.arange(3), np.zeros(3, dtype=np.uint64)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        rng.chi_square(key, trials, slots, 4.0 + 1j)
+    assert np.all(rng.chi_square(key, trials, slots, 4.0) > 0)

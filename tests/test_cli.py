@@ -310,8 +310,6 @@ def test_mse_m_1e9_is_integer_syntax():
     assert _parse("mse", "--m", "1e9").m == 10**9
 
 
-@pytest.mark.xfail(strict=True, reason="needs the core's memory estimate in monte_carlo_mse "
-                   "(issue 9, 'No traceback'): remove this mark once it is there")
 def test_mse_m_1e9_fails_in_one_line_before_allocating():
     # In a child process that sees a 2 GiB machine (and cannot get more than
     # 6 GiB of address space, so a missing check cannot hurt the test machine),

@@ -511,3 +511,16 @@ def test_peak_bytes_bounds_the_measured_peak(method, ensemble):
         assert peak <= estimate + 2**21, (kind, peak, estimate)
         if method == "reduced":  # and not wildly above it either
             assert peak >= estimate / 4, (kind, peak, estimate)
+
+
+@pytest.mark.parametrize("kind", ["positive", "hyperbolic"])
+def test_reported_numbers_do_not_depend_on_backend_or_chunk(kind):
+    """Moments merge in fixed blocks of trials: the whole result is bit-identical."""
+    x, y = theory.pair(8, 0.5, 0.5, 1.0)
+    runs = [monte_carlo_mse(x, y, 8, kind, ensemble="orthogonal", trials=30001, seed=3,
+                            backend=backend, chunk=chunk)
+            for backend, chunk in (("numpy", None), ("numba", None), ("numpy", 1000),
+                                   ("numba", 7777))]
+    keys = {(r.mse, r.stderr, r.ci95, r.bias, r.bias_stderr, r.mean_estimate, r.z,
+             r.tail.k_hat, r.tail.max_share) for r in runs}
+    assert len(keys) == 1
