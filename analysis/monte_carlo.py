@@ -14,7 +14,7 @@ Methods
     Draws, per trial, only the m scalar projections the estimate depends
     on, exactly in distribution (:mod:`rfkernels.reduced`; counter-based
     Philox numbers keyed by the seed). The ``numba`` backend runs the same
-    computation in parallel kernels (:mod:`rfkernels.backends._mc_numba`),
+    computation in parallel kernels (:mod:`rfkernels._reduced_numba`),
     ``cupy`` runs the NumPy code on the GPU; the estimates are the same on
     every backend and every thread count (bit for bit, except the rounding
     of ``cos`` for trig features).
@@ -140,12 +140,8 @@ REACH_MIN = 100.0
 Z95 = 1.959963984540054
 
 _LOG_MAX = math.log(np.finfo(np.float64).max)
-_DEFAULT_CHUNK = {
-    ("reduced", "numpy"): 1 << 17,  # trials x m elements per array
-    ("reduced", "cupy"): 1 << 24,
-    ("reduced", "numba"): 1 << 16,  # trials
-    ("literal", None): 1024,
-}
+#: Trials per chunk of the literal method (one projection draw per trial).
+LITERAL_CHUNK = 1024
 
 
 # ---------------------------------------------------------------------------
@@ -590,17 +586,11 @@ class _Setup:
     sm: list
 
 
-#: Float64 arrays of shape (m, chunk) alive at once in the reduced NumPy (and CuPy)
-#: sampler: tracemalloc measures a peak of 17 (hyperbolic features), see
-#: tests/test_monte_carlo.py::test_peak_bytes_bounds_the_measured_peak.
-REDUCED_ARRAYS = 20
-
 
 def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensemble="iid"):
     """Estimated peak bytes a Monte Carlo run allocates (the checks' upper estimate).
 
-    - reduced, NumPy/CuPy: :data:`REDUCED_ARRAYS` arrays of ``m × chunk`` doubles;
-    - reduced, Numba: per thread, seven length-m work arrays, plus the chunk;
+    - reduced: the engine's own estimate (:func:`rfkernels.reduced.engine_bytes`);
     - literal: one projection matrix (:func:`rfkernels.projections.projection_bytes`),
       the features of all pairs (about 16 ``pairs × m`` doubles), the
       pairs × pairs log-domain fallback and the ``pairs × chunk`` block;
@@ -610,14 +600,7 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
     """
     accumulate = 8 * 8 * chunk
     if method == "reduced":
-        if backend == "numba":
-            import numba
-
-            from rfkernels.backends import _mc_numba
-
-            threads = min(numba.get_num_threads(), -(-chunk // _mc_numba.BATCH))
-            return threads * 7 * 8 * (m + 1) + 8 * chunk + accumulate
-        return REDUCED_ARRAYS * 8 * m * chunk + accumulate
+        return reduced.engine_bytes(m, chunk, backend) + accumulate
     return (projection_bytes(m, d, ensemble)
             + 8 * (16 * pairs * m + 2 * pairs * pairs + pairs * chunk) + accumulate)
 
@@ -653,11 +636,14 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
                          f"got {Xa.shape[0]} and {Ya.shape[0]}")
     if Xa.shape[0] > reduced.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
-    check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
-    if chunk is None:
-        chunk = _DEFAULT_CHUNK[(method, backend if method == "reduced" else None)]
-        if method == "reduced" and backend != "numba":
-            chunk = max(1, chunk // m)
+    if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
+        reduced.engine_namespace(backend)
+        if chunk is None:
+            chunk = reduced.default_chunk(backend, m)
+    else:
+        check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
+        if chunk is None:
+            chunk = LITERAL_CHUNK
     n = min(chunk, trials)
     if backend != "cupy":  # CuPy's arrays live on the device, whose allocator raises MemoryError
         check_memory(
@@ -701,31 +687,11 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 def _reduced_chunks(s, first=0):
     """Normalised estimates of every pair, chunk by chunk (pairs one after another)."""
     key = key_from_seed(s.seq)
-    if s.backend == "numba":
-        from rfkernels.backends import _mc_numba as kernels
-
-        k0, k1 = np.uint32(key[0]), np.uint32(key[1])
-        buf = np.empty(min(s.chunk, s.trials))
-        for pair, nm in enumerate(s.norm):
-            for start in range(first, first + s.trials, s.chunk):
-                n = min(s.chunk, first + s.trials - start)
-                out = buf[:n]
-                base = np.uint64((pair << reduced.PAIR_SHIFT) | start)
-                kernels.reduced_estimates(
-                    k0, k1, base, np.int64(s.m), np.int64(s.d), s.ensemble == "orthogonal",
-                    s.norms == "chi", np.int64(kernels.KIND_CODES[s.kind]), float(nm.length), out,
-                )
-                yield pair, n, out, np
-        return
-    xp = array_namespace(s.backend)
-    key = xp.asarray(key)
     for pair, nm in enumerate(s.norm):
-        for start in range(first, first + s.trials, s.chunk):
-            n = min(s.chunk, first + s.trials - start)
-            counters = reduced.trial_counters(start, n, pair, xp=xp)
-            with np.errstate(over="ignore", under="ignore"):
-                e = reduced.normalised_estimates(key, counters, s.m, s.d, s.kind, nm.length,
-                                                 ensemble=s.ensemble, norms=s.norms, xp=xp)
+        for n, e, xp in reduced.estimate_chunks(
+            key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms,
+            trials=s.trials, first=first, pair=pair, chunk=s.chunk, backend=s.backend,
+        ):
             yield pair, n, e, xp
 
 

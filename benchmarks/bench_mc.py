@@ -115,7 +115,7 @@ def time_gpu_kernel(d, m, repeat, trials):
     """Seconds per trial of the CUDA kernel alone (estimates into a CuPy array, no statistics)."""
     import cupy
 
-    from rfkernels.backends import _mc_cuda
+    from rfkernels import _reduced_cuda as _mc_cuda
 
     out = cupy.empty(trials)
     args = (np.uint32(1), np.uint32(2), np.uint64(0), m, d, True, True, 0, 1.0, out)

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from rfkernels import rng
-from rfkernels.backends._rng_numba import chi_square_at, normal_at
+from rfkernels._rng_numba import chi_square_at, normal_at
 
 
 @numba.njit(parallel=True)

@@ -17,6 +17,11 @@ is absorbed into the inputs, so **the caller pre-scales**: pass
 
 - :func:`softmax_attention` is the exact reference, computed in blocks of
   query rows with a max-shifted softmax; memory O(L·block).
+- :func:`linear_attention` is linear attention with any feature map:
+  the random kinds (FAVOR) or the deterministic maps of linear attention
+  (identity, ELU+1, DPFP-ν; :data:`rfkernels.features.FEATURE_MAPS`), with
+  the usual attention normalisation or Schlag et al.'s sum normalisation
+  [2]_. :func:`favor_attention` is its random-feature form.
 - :func:`favor_attention` replaces :math:`SM(q_i, k_j)` by
   :math:`\varphi(q_i)^\top\varphi(k_j)` with the feature maps of
   :mod:`rfkernels.features` for a projection matrix W of any ensemble
@@ -33,6 +38,9 @@ References
    T. Sarlos, P. Hawkins, J. Davis, A. Mohiuddin, L. Kaiser, D. Belanger,
    L. Colwell and A. Weller, "Rethinking Attention with Performers",
    ICLR 2021, Section 2 and Figure 4. https://arxiv.org/abs/2009.14794
+.. [2] I. Schlag, K. Irie and J. Schmidhuber, "Linear Transformers Are
+   Secretly Fast Weight Programmers", ICML 2021, Section 5.
+   https://arxiv.org/abs/2102.11174
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import (
+    KINDS,
     check_bool,
     check_choice,
     check_finite,
@@ -52,12 +61,22 @@ from ._validation import (
     check_same_d,
 )
 from .backends import get_array_module, to_numpy
-from .features import feature_map
+from .features import FEATURE_MAPS, _check_map, feature_dimension, feature_map
 
-__all__ = ["AttentionResult", "NONPOSITIVE_POLICIES", "favor_attention", "softmax_attention"]
+__all__ = [
+    "NONPOSITIVE_POLICIES",
+    "NORMALIZATIONS",
+    "AttentionResult",
+    "favor_attention",
+    "linear_attention",
+    "softmax_attention",
+]
 
-#: What :func:`favor_attention` does with rows whose normaliser is <= 0.
+#: What :func:`linear_attention` and :func:`favor_attention` do with rows whose normaliser is <= 0.
 NONPOSITIVE_POLICIES = ("nan", "divide", "raise")
+#: Output normalisations of :func:`linear_attention`: divide by the attention
+#: normaliser φ(q)ᵀΣφ(k), or sum-normalise φ(q) and φ(k) and divide by nothing.
+NORMALIZATIONS = ("attention", "sum")
 
 #: Default rows per block of :func:`favor_attention`, bidirectional and causal.
 #: Causal blocks are smaller: each costs a (block, block) product on top of the
@@ -71,7 +90,7 @@ SOFTMAX_BLOCK_ELEMENTS = 1 << 22
 
 @dataclass(frozen=True)
 class AttentionResult:
-    """Output of :func:`favor_attention` and the diagnostics of its normalisers.
+    """Output of :func:`linear_attention` (and :func:`favor_attention`) and its normalisers.
 
     Attributes
     ----------
@@ -86,14 +105,16 @@ class AttentionResult:
         stabilisation removes (see :func:`favor_attention`, Notes); their
         signs are those of the unshifted normalisers, their magnitudes are
         not comparable between rows. Same array type as ``output``.
+        None under ``normalization="sum"``, which divides by nothing.
     n_nonpositive_denominators : int
         Number of rows with :math:`\\hat D_i \\le 0`: a negative or zero
         estimate (trig features) or an underflow to 0 (positive and
         hyperbolic features, only for extreme inputs).
     nonpositive_rows : numpy.ndarray of int64
         Their indices, ascending (always a NumPy array).
-    kind, causal, stabilize, nonpositive :
-        The arguments the result was computed with.
+    kind, causal, stabilize, nonpositive, normalization, nu :
+        The arguments the result was computed with (``nu`` is None except
+        for DPFP).
     """
 
     output: Any
@@ -104,6 +125,8 @@ class AttentionResult:
     causal: bool
     stabilize: bool
     nonpositive: str
+    normalization: str = "attention"
+    nu: Any = None
 
 
 # --------------------------------------------------------------- validation
@@ -121,7 +144,7 @@ def _matrix(value, name, shape_text, xp):
     return arr
 
 
-def _check_squared_norms(a, name, letter, xp):
+def _check_squared_norms(a, name, letter, xp, caller="favor_attention"):
     """Largest row norm of ``a``; refuses rows whose squared norm overflows float64."""
     with np.errstate(over="ignore"):
         sq = xp.sum(a * a, axis=1)
@@ -130,7 +153,7 @@ def _check_squared_norms(a, name, letter, xp):
         rows = to_numpy(xp.nonzero(bad)[0])
         shown = ", ".join(str(int(i)) for i in rows[:10]) + (", ..." if rows.size > 10 else "")
         raise FloatingPointError(
-            f"favor_attention: |{letter}|^2 overflows float64 for {rows.size} row(s) of {name} "
+            f"{caller}: |{letter}|^2 overflows float64 for {rows.size} row(s) of {name} "
             f"(rows {shown}; entries beyond about 1e154). Every feature map needs "
             f"|{letter}|^2/2 (exp(+-w.{letter} - |{letter}|^2/2), or exp(|{letter}|^2/2) for "
             "trig), so FAVOR cannot represent these rows; rescale Q and K"
@@ -295,6 +318,9 @@ def favor_attention(
 ):
     r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
 
+    The random-feature form of :func:`linear_attention` (which also takes the
+    deterministic maps and sum normalisation); the same computation.
+
     Parameters
     ----------
     Q : array_like of shape (L, d)
@@ -343,7 +369,8 @@ def favor_attention(
     ValueError
         Non-finite or badly shaped Q, K, V or W; Q, K and W not sharing d;
         V without one row per key; causal with L != L_k; unknown kind or
-        nonpositive policy; block_size < 1. All before any work.
+        nonpositive policy (a deterministic map: use :func:`linear_attention`);
+        block_size < 1. All before any work.
     TypeError
         causal or stabilize not a bool; block_size not an integer.
     FloatingPointError
@@ -420,56 +447,216 @@ def favor_attention(
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021, Sections 2.2-2.3 and Appendix B.1. https://arxiv.org/abs/2009.14794
     """
-    xp = get_array_module(Q, K, V, W)
+    if isinstance(kind, str) and kind in FEATURE_MAPS:
+        raise ValueError(
+            f"favor_attention takes the random-feature kinds {', '.join(map(repr, KINDS))}; "
+            f"for the deterministic map {kind!r} use linear_attention(Q, K, V, None, {kind!r})"
+        )
     check_kind(kind)
+    return _linear_attention(Q, K, V, W, kind, None, "attention", causal, stabilize,
+                             nonpositive, block_size, "favor_attention")
+
+
+def linear_attention(
+    Q, K, V, W, kind, *, nu=None, normalization="attention", causal=False, stabilize=True,
+    nonpositive="nan", block_size=None,
+):
+    r"""Linear attention with any feature map, bidirectional or causal.
+
+    Replaces :math:`\exp(q_i^\top k_j)` by :math:`\varphi(q_i)^\top\varphi(k_j)`
+    for a random-feature kind (FAVOR; then identical to
+    :func:`favor_attention`) or a deterministic map of linear attention
+    (identity, ELU+1, DPFP-ν [2]_), in O(L·r·(d + d_v)) time without an
+    L×L matrix. The bidirectional and causal algorithms, the blocks and the
+    stabilisation are those of :func:`favor_attention` (one implementation).
+
+    Parameters
+    ----------
+    Q : array_like of shape (L, d)
+        Queries (pre-scaled as in :func:`favor_attention`).
+    K : array_like of shape (L_k, d)
+        Keys.
+    V : array_like of shape (L_k, d_v)
+        Values.
+    W : array_like of shape (m, d), or None
+        Projections for the random kinds; None for the deterministic maps.
+    kind : {"trig", "positive", "hyperbolic", "identity", "elu1", "dpfp"}
+        The feature map (:func:`rfkernels.feature_map`).
+    nu : int, optional
+        DPFP's ν (default 1, d_dot = 2dν); only for ``kind="dpfp"``.
+    normalization : {"attention", "sum"}, default "attention"
+        ``"attention"``: :math:`\mathrm{out}_i = S_i\varphi(q_i) / z_i^\top\varphi(q_i)`
+        with :math:`S_i = \sum_j v_j\varphi(k_j)^\top`,
+        :math:`z_i = \sum_j \varphi(k_j)` (sums over all j, or j <= i when
+        causal): the rows are weighted means of the values. ``"sum"``
+        (Schlag et al. [2]_): queries and keys are sum-normalised,
+        :math:`\varphi' = \varphi / \sum_l \varphi_l`, and
+        :math:`\mathrm{out}_i = S'_i\varphi'(q_i)` with
+        :math:`S'_i = \sum_j v_j\varphi'(k_j)^\top` — no denominator. Only
+        for non-negative maps (positive, hyperbolic, elu1, dpfp).
+    causal : bool, default False
+        Row i attends to keys j <= i only (needs L = L_k).
+    stabilize : bool, default True
+        The shifts of :func:`favor_attention` for the random kinds (attention
+        normalisation); deterministic maps and sum normalisation need none
+        (sum normalisation divides each row by its own sum, which cancels
+        every per-row factor), so there it has no effect.
+    nonpositive : {"nan", "divide", "raise"}, default "nan"
+        Rows with an attention normaliser <= 0, as in :func:`favor_attention`:
+        trig and identity features can make it negative, DPFP features 0 (a
+        query whose features share no support with any key's). Unused under
+        ``normalization="sum"``.
+    block_size : int, optional
+        Rows per block, as in :func:`favor_attention`.
+
+    Returns
+    -------
+    AttentionResult
+        ``.output`` (L, d_v); ``.denominators`` (None under sum
+        normalisation); the non-positive rows and the arguments.
+
+    Raises
+    ------
+    ValueError
+        As :func:`favor_attention`; W given for a deterministic map or
+        missing for a random kind; nu out of 1..2d-1 or given for another
+        kind; unknown normalization; sum normalisation of trig or identity
+        features. All before any work.
+    TypeError
+        causal or stabilize not a bool; nu or block_size not an integer.
+    FloatingPointError
+        As :func:`favor_attention`; a DPFP feature overflows (entries beyond
+        about 1e154); under sum normalisation, a query or key whose features
+        are all 0 (then φ' is undefined).
+    MemoryError
+        If the blocks and state would not fit in memory.
+
+    Notes
+    -----
+    The memory view [2]_: :math:`S = \sum_j v_j \varphi(k_j)^\top` is an
+    associative memory of d_dot = r columns; see
+    :func:`rfkernels.analysis.capacity`. For the deterministic maps the
+    error against softmax attention is a bias: nothing is random.
+
+    Example (Schlag et al.'s d = 2 memory, checked in the tests): with keys
+    (0, 1), (1, 0) and values (1, 0), (0, 1), ELU+1 features (1, 2) and
+    (2, 1), the query φ(k_1) reads :math:`S\varphi(k_1) = (5, 4)`: signal
+    5·v_1 plus crosstalk 4·v_2; attention normalisation returns (5, 4)/9.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021. https://arxiv.org/abs/2009.14794
+    .. [2] I. Schlag, K. Irie and J. Schmidhuber, "Linear Transformers Are
+       Secretly Fast Weight Programmers", ICML 2021, Sections 4-5.
+       https://arxiv.org/abs/2102.11174
+    """
+    return _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize,
+                             nonpositive, block_size, "linear_attention")
+
+
+class _Features:
+    """How blocks of queries and keys become features in one linear attention.
+
+    ``queries(q)`` gives φ(q) up to a positive per-row factor (which cancels
+    in attention normalisation); ``keys(k)`` gives ``(φ(k), rescale)``, where
+    ``rescale`` (or None) multiplies the sums accumulated so far (the
+    running key shift of the random kinds, see :class:`_KeyState`).
+    """
+
+    def __init__(self, w, kind, nu, normalization, stabilize, xp):
+        self.w, self.kind, self.nu, self.xp = w, kind, nu, xp
+        self.sum = normalization == "sum"
+        self.random = kind not in FEATURE_MAPS
+        self.shifted = self.random and not self.sum and stabilize
+        self.key_state = _KeyState(kind, stabilize, xp) if self.shifted else None
+
+    def _plain(self, x):
+        return feature_map(x, self.w, self.kind, nu=self.nu, sum_normalize=self.sum)
+
+    def queries(self, q):
+        if self.shifted:
+            return _query_features(q, self.w, self.kind, True, self.xp)
+        return self._plain(q)
+
+    def keys(self, k):
+        if self.shifted:
+            return self.key_state.features(k, self.w)
+        return self._plain(k), None
+
+
+def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, nonpositive,
+                      block_size, caller):
+    """Validate everything, then run the one linear-attention core."""
+    xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
+    deterministic, nu, _ = _check_map(kind, W, nu, False)
+    check_choice(normalization, "normalization", NORMALIZATIONS)
     q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
-    w = _matrix(W, "W", "(m, d)", xp)
-    check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
     stabilize = check_bool(stabilize, "stabilize")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
+    _check_map(kind, W, nu, normalization == "sum", q.shape[1])  # nu <= 2d - 1; sum-normalisable
     if block_size is None:
         block = FAVOR_CAUSAL_BLOCK if causal else FAVOR_BLOCK
     else:
         block = check_int(block_size, "block_size")
-    longest = max(_check_squared_norms(q, "Q", "q", xp), _check_squared_norms(k, "K", "k", xp))
-    with np.errstate(over="ignore"):
-        reach = longest * float(xp.sqrt(xp.max(xp.sum(w * w, axis=1))))
-    if reach > 1e300:  # |w.q| <= |w||q|: the projections may overflow
-        raise FloatingPointError(
-            f"favor_attention: the projections W @ q and W @ k can reach |w||q| = {reach:.3g}, "
-            "beyond 1e300 (float64 ends at 1.8e308); rescale W, Q and K"
-        )
+    if deterministic:
+        w = None
+        r = feature_dimension(kind, q.shape[1], nu=nu)
+    else:
+        w = _matrix(W, "W", "(m, d)", xp)
+        check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
+        r = feature_dimension(kind, q.shape[1], m=w.shape[0])
+        longest = max(_check_squared_norms(q, "Q", "q", xp, caller),
+                      _check_squared_norms(k, "K", "k", xp, caller))
+        with np.errstate(over="ignore"):
+            reach = longest * float(xp.sqrt(xp.max(xp.sum(w * w, axis=1))))
+        if reach > 1e300:  # |w.q| <= |w||q|: the projections may overflow
+            raise FloatingPointError(
+                f"{caller}: the projections W @ q and W @ k can reach |w||q| = {reach:.3g}, "
+                "beyond 1e300 (float64 ends at 1.8e308); rescale W, Q and K"
+            )
     if xp is np:
-        r = w.shape[0] if kind == "positive" else 2 * w.shape[0]
         rows = min(block, max(q.shape[0], k.shape[0]))
         # state (r, d_v) and sums, features and projections of a block (a few (rows, r)
         # arrays), the causal (rows, rows) matrix, the (L, d_v) output and normalisers
         nbytes = 8 * (2 * r * v.shape[1] + 6 * rows * r + 2 * rows * rows
                       + q.shape[0] * (v.shape[1] + 2))
-        check_memory(nbytes, f"favor_attention with L={q.shape[0]}, r={r} features and "
+        check_memory(nbytes, f"{caller} with L={q.shape[0]}, r={r} features and "
                              f"block_size={block}")
 
+    feats = _Features(w, kind, nu, normalization, stabilize, xp)
     try:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             if causal:
-                num, den = _favor_causal(q, k, v, w, kind, stabilize, block, xp)
+                num, den = _causal(q, k, v, feats, r, block, xp)
             else:
-                num, den = _favor_bidirectional(q, k, v, w, kind, stabilize, block, xp)
-    except FloatingPointError:  # only feature_map of the unstabilised path raises
-        raise FloatingPointError(
-            f"favor_attention(kind={kind!r}, stabilize=False): the unshifted features "
-            "overflow for these inputs; stabilize=True removes the factors that overflow"
-        ) from None
-    return _normalise(num, den, kind, causal, stabilize, nonpositive, xp, v, w)
+                num, den = _bidirectional(q, k, v, feats, r, block, xp)
+    except FloatingPointError as exc:  # raised by feature_map
+        if not deterministic and normalization == "attention" and not stabilize:
+            raise FloatingPointError(
+                f"{caller}(kind={kind!r}, stabilize=False): the unshifted features "
+                "overflow for these inputs; stabilize=True removes the factors that overflow"
+            ) from None
+        raise FloatingPointError(f"{caller}: {exc}") from None
+    if normalization == "sum":
+        if not bool(xp.all(xp.isfinite(num))):
+            raise FloatingPointError(
+                f"{caller}(kind={kind!r}, normalization='sum') overflowed: the weighted sums of V "
+                f"(max |V| = {float(xp.max(xp.abs(v))):.3g}) exceed float64"
+            )
+        return AttentionResult(
+            output=num, denominators=None, n_nonpositive_denominators=0,
+            nonpositive_rows=np.zeros(0, dtype=np.int64), kind=kind, causal=causal,
+            stabilize=stabilize, nonpositive=nonpositive, normalization="sum", nu=nu,
+        )
+    return _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, caller)
 
 
-def _favor_bidirectional(q, k, v, w, kind, stabilize, block, xp):
-    keys = _KeyState(kind, stabilize, xp)
-    r = 2 * w.shape[0] if kind in ("trig", "hyperbolic") else w.shape[0]
+def _bidirectional(q, k, v, feats, r, block, xp):
     state = xp.zeros((r, v.shape[1]), dtype=xp.float64)  # K'ᵀV
     norm = xp.zeros(r, dtype=xp.float64)  # K'ᵀ1
     for start in range(0, k.shape[0], block):
-        phi_k, rescale = keys.features(k[start : start + block], w)
+        phi_k, rescale = feats.keys(k[start : start + block])
         if rescale is not None:
             state *= rescale
             norm *= rescale
@@ -479,15 +666,13 @@ def _favor_bidirectional(q, k, v, w, kind, stabilize, block, xp):
     num = xp.empty((q.shape[0], v.shape[1]), dtype=xp.float64)
     den = xp.empty(q.shape[0], dtype=xp.float64)
     for start in range(0, q.shape[0], block):
-        phi_q = _query_features(q[start : start + block], w, kind, stabilize, xp)
+        phi_q = feats.queries(q[start : start + block])
         num[start : start + block] = phi_q @ state
         den[start : start + block] = phi_q @ norm
     return num, den
 
 
-def _favor_causal(q, k, v, w, kind, stabilize, block, xp):
-    keys = _KeyState(kind, stabilize, xp)
-    r = 2 * w.shape[0] if kind in ("trig", "hyperbolic") else w.shape[0]
+def _causal(q, k, v, feats, r, block, xp):
     n = q.shape[0]
     state = xp.zeros((r, v.shape[1]), dtype=xp.float64)  # Σ_{j < block} φ(k_j) v_jᵀ
     norm = xp.zeros(r, dtype=xp.float64)  # Σ_{j < block} φ(k_j)
@@ -497,11 +682,11 @@ def _favor_causal(q, k, v, w, kind, stabilize, block, xp):
     future = xp.arange(size)[None, :] > xp.arange(size)[:, None]
     for start in range(0, n, block):
         stop = min(n, start + block)
-        phi_k, rescale = keys.features(k[start:stop], w)
+        phi_k, rescale = feats.keys(k[start:stop])
         if rescale is not None:  # the block's rows use the shift including its own keys
             state *= rescale
             norm *= rescale
-        phi_q = _query_features(q[start:stop], w, kind, stabilize, xp)
+        phi_q = feats.queries(q[start:stop])
         local = phi_q @ phi_k.T  # (block, block)
         local[future[: stop - start, : stop - start]] = 0.0  # keep keys j <= i
         v_b = v[start:stop]
@@ -512,14 +697,14 @@ def _favor_causal(q, k, v, w, kind, stabilize, block, xp):
     return num, den
 
 
-def _normalise(num, den, kind, causal, stabilize, nonpositive, xp, v, w):
+def _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, caller):
     bad = den <= 0
     rows = to_numpy(xp.nonzero(bad)[0]).astype(np.int64)
     n_bad = int(rows.size)
     if n_bad and nonpositive == "raise":
         shown = ", ".join(str(i) for i in rows[:10]) + (", ..." if n_bad > 10 else "")
         raise FloatingPointError(
-            f"favor_attention(kind={kind!r}): {n_bad} row(s) have a non-positive "
+            f"{caller}(kind={kind!r}): {n_bad} row(s) have a non-positive "
             f"normaliser sum_j phi(q_i).phi(k_j) <= 0 (rows {shown}); "
             "pass nonpositive='nan' or 'divide' to get the output with these rows reported"
         )
@@ -534,13 +719,18 @@ def _normalise(num, den, kind, causal, stabilize, nonpositive, xp, v, w):
             out[zero] = xp.nan
     finite_rows = xp.all(xp.isfinite(out), axis=1)
     if not bool(xp.all(finite_rows | bad)):
+        if w is None:
+            why = (f"; the weighted sums of V (max |V| = {float(xp.max(xp.abs(v))):.3g}) "
+                   "or the features exceed float64")
+        elif not stabilize:
+            why = "; stabilize=True removes the factors that overflow"
+        else:
+            why = (f"; the weighted sums of V (max |V| = {float(xp.max(xp.abs(v))):.3g}) or "
+                   "the projections W @ q, W @ k (max |W| = "
+                   f"{float(xp.max(xp.abs(w))):.3g}) exceed float64")
         raise FloatingPointError(
-            f"favor_attention(kind={kind!r}, stabilize={stabilize}) overflowed in rows "
-            "with a positive normaliser"
-            + ("; stabilize=True removes the factors that overflow" if not stabilize else
-               f"; the weighted sums of V (max |V| = {float(xp.max(xp.abs(v))):.3g}) or "
-               "the projections W @ q, W @ k (max |W| = "
-               f"{float(xp.max(xp.abs(w))):.3g}) exceed float64")
+            f"{caller}(kind={kind!r}, stabilize={stabilize}) overflowed in rows "
+            "with a positive normaliser" + why
         )
     if nonpositive == "divide":
         out[bad & ~finite_rows] = xp.nan  # reported rows whose quotient overflowed
@@ -553,4 +743,6 @@ def _normalise(num, den, kind, causal, stabilize, nonpositive, xp, v, w):
         causal=causal,
         stabilize=stabilize,
         nonpositive=nonpositive,
+        normalization="attention",
+        nu=nu,
     )

@@ -1,4 +1,4 @@
-r"""Random feature maps for the softmax kernel and the estimates they give.
+r"""Feature maps: random features of the softmax kernel, and the deterministic maps of linear attention.
 
 Given a projection matrix W (rows ω_1..ω_m, see
 :func:`rfkernels.draw_projections`), each feature map φ is a deterministic
@@ -22,12 +22,20 @@ Shapes and conventions shared by every function here:
   they raise ``FloatingPointError`` and point to the log-domain functions
   :func:`log_estimate` and :func:`log_softmax_kernel`, which stay finite.
 
+The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
+identity, ELU+1 and DPFP-ν of Schlag et al. [2]_) go through the same
+:func:`feature_map` with ``W=None``; they estimate nothing (their kernel
+φ(x)ᵀφ(y) is not exp(xᵀy)), so :func:`estimate`, the theory and the Monte
+Carlo code take only the random kinds of :data:`rfkernels.KINDS`.
+
 References
 ----------
 .. [1] K. Choromanski, V. Likhosherstov, D. Dohan, X. Song, A. Gane,
    T. Sarlos, P. Hawkins, J. Davis, A. Mohiuddin, L. Kaiser, D. Belanger,
    L. Colwell and A. Weller, "Rethinking Attention with Performers",
    ICLR 2021. https://arxiv.org/abs/2009.14794
+.. [2] I. Schlag, K. Irie and J. Schmidhuber, "Linear Transformers Are
+   Secretly Fast Weight Programmers", ICML 2021. https://arxiv.org/abs/2102.11174
 """
 
 from __future__ import annotations
@@ -36,16 +44,34 @@ import math
 
 import numpy as np
 
-from ._validation import check_finite, check_kind, check_memory, check_same_d
+from ._validation import (
+    KINDS,
+    check_bool,
+    check_finite,
+    check_int,
+    check_kind,
+    check_memory,
+    check_same_d,
+)
 from .backends import get_array_module
 
 __all__ = [
+    "FEATURE_MAPS",
+    "SUM_NORMALIZABLE",
     "estimate",
+    "feature_dimension",
     "feature_map",
     "log_estimate",
     "log_softmax_kernel",
     "softmax_kernel",
 ]
+
+#: Deterministic feature maps of linear attention (``W=None``): no projections,
+#: no variance. Kept apart from the random kinds (:data:`rfkernels.KINDS`), which
+#: are the only ones theory and Monte Carlo code accept.
+FEATURE_MAPS = ("identity", "elu1", "dpfp")
+#: Kinds whose features are non-negative, so that sum normalisation is defined.
+SUM_NORMALIZABLE = ("positive", "hyperbolic", "elu1", "dpfp")
 
 #: Below this, the max-shifted product of exponentials in the log-domain
 #: path may have lost terms to underflow; those entries are recomputed exactly.
@@ -136,6 +162,128 @@ def _require_finite(a, xp, what, log_name):
     return a
 
 
+_UNCHECKED = object()
+
+
+def _check_map(kind, W, nu, sum_normalize, d=None):
+    """Validate a feature map's kind, W, nu and sum_normalize; returns (deterministic, nu, flag).
+
+    ``d`` (when known) bounds DPFP's ν <= 2d - 1; ``W=_UNCHECKED`` skips the W rule.
+    """
+    if isinstance(kind, str) and kind in FEATURE_MAPS:
+        deterministic = True
+    elif isinstance(kind, str) and kind in KINDS:
+        deterministic = False
+    else:
+        valid = ", ".join(repr(c) for c in KINDS + FEATURE_MAPS)
+        raise ValueError(f"kind must be one of {valid}; got {kind!r}")
+    if W is _UNCHECKED:
+        pass
+    elif deterministic and W is not None:
+        raise ValueError(
+            f"W must be None for the deterministic feature map {kind!r} (it has no "
+            "projections); got an array"
+        )
+    if not deterministic and W is None:
+        raise ValueError(
+            f"W is required for the random feature map {kind!r}: an (m, d) array of "
+            "projections (rfkernels.draw_projections); got None"
+        )
+    if kind == "dpfp":
+        nu = 1 if nu is None else check_int(nu, "nu")
+        if d is not None and nu > 2 * d - 1:
+            raise ValueError(
+                f"nu must be between 1 and 2d - 1 = {2 * d - 1} for d = {d} "
+                f"(DPFP shifts a 2d-vector by 1..nu); got nu={nu}"
+            )
+    elif nu is not None:
+        raise ValueError(f"nu is the parameter of kind='dpfp' only; got nu={nu!r} with kind={kind!r}")
+    sum_normalize = check_bool(sum_normalize, "sum_normalize")
+    if sum_normalize and kind not in SUM_NORMALIZABLE:
+        raise ValueError(
+            f"sum_normalize needs non-negative features ({', '.join(SUM_NORMALIZABLE)}); "
+            f"the features of kind={kind!r} can be negative, so their sum can be 0"
+        )
+    return deterministic, nu, sum_normalize
+
+
+def feature_dimension(kind, d, *, m=None, nu=None):
+    """Number of features r (the state size d_dot of linear attention) of a feature map.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`rfkernels.KINDS` (then ``m`` is required) or :data:`FEATURE_MAPS`.
+    d : int
+        Input dimension.
+    m : int, optional
+        Projections of a random kind.
+    nu : int, optional
+        DPFP's ν (default 1).
+
+    Returns
+    -------
+    int
+        ``m`` (positive), ``2m`` (trig, hyperbolic), ``d`` (identity, elu1),
+        ``2 d nu`` (dpfp).
+    """
+    d = check_int(d, "d")
+    deterministic, nu, _ = _check_map(kind, _UNCHECKED, nu, False, d)
+    if deterministic:
+        if m is not None:
+            raise ValueError(f"m is the number of projections of a random kind; got m={m!r} "
+                             f"with kind={kind!r}")
+        return 2 * d * nu if kind == "dpfp" else d
+    if m is None:
+        raise ValueError(f"m (the number of projections) is required for kind={kind!r}")
+    m = check_int(m, "m")
+    return m if kind == "positive" else 2 * m
+
+
+def _deterministic_features(x, kind, nu, xp):
+    """identity, elu(x) + 1 or DPFP-ν of the rows of x (see :func:`feature_map`)."""
+    if kind == "identity":
+        return xp.array(x, dtype=xp.float64, copy=True)
+    if kind == "elu1":
+        return xp.where(x > 0, x + 1.0, xp.exp(xp.minimum(x, 0.0)))
+    # DPFP-ν: k~ = relu([x, -x]) (2d), then concat_s k~ * roll(k~, -s), s = 1..ν
+    kt = xp.maximum(xp.concatenate([x, -x], axis=1), 0.0)
+    return xp.concatenate([kt * xp.roll(kt, -s, axis=1) for s in range(1, nu + 1)], axis=1)
+
+
+def _sum_normalised(x, w, kind, nu, xp):
+    """φ(x) / Σ φ(x), computed where the positive per-row factors cancel (no overflow)."""
+    if kind in ("positive", "hyperbolic"):
+        e = x @ w.T  # the |x|²/2 and 1/sqrt(m) are per-row factors: they cancel
+        if kind == "hyperbolic":
+            e = xp.concatenate([e, -e], axis=1)
+        phi = xp.exp(e - xp.max(e, axis=1, keepdims=True))  # max entry 1: sum in [1, r]
+    elif kind == "dpfp":
+        # DPFP is homogeneous of degree 2: scale each row by a power of two (exact) first
+        _, ex = xp.frexp(xp.max(xp.abs(x), axis=1))
+        phi = _deterministic_features(xp.ldexp(x, -ex[:, None]), kind, nu, xp)
+    else:
+        phi = _deterministic_features(x, kind, nu, xp)
+    total = xp.sum(phi, axis=1, keepdims=True)
+    if not bool(xp.all(xp.isfinite(total))):
+        raise FloatingPointError(
+            f"sum normalisation of kind={kind!r}: the sum of the features overflows float64 "
+            "(inputs near 1e308); rescale the inputs"
+        )
+    bad = ~(total > 0)
+    if bool(xp.any(bad)):
+        rows = [int(i) for i in xp.nonzero(bad[:, 0])[0][:10]]
+        n_bad = int(xp.count_nonzero(bad))
+        shown = ", ".join(map(str, rows)) + (", ..." if n_bad > 10 else "")
+        raise FloatingPointError(
+            f"sum normalisation of kind={kind!r}: {n_bad} row(s) have features that are all 0 "
+            f"(rows {shown}), so phi / sum(phi) is undefined"
+            + ("; DPFP features vanish where no two entries of relu([x, -x]) that are "
+               "1..nu apart are both positive" if kind == "dpfp" else "")
+        )
+    return phi / total
+
+
 # --------------------------------------------------------------- linear domain
 
 
@@ -152,32 +300,52 @@ def _features(x, w, kind, xp):
     return xp.exp(xp.concatenate([proj, -proj], axis=1) - half_sq) / math.sqrt(2 * m)
 
 
-def feature_map(X, W, kind):
-    r"""Random features φ(X) of the softmax kernel, 1/sqrt(m) included.
+def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
+    r"""Features φ(X): random features of the softmax kernel, or a deterministic map.
 
     Parameters
     ----------
     X : array_like of shape (n, d) or (d,)
         Finite inputs; a 1-D x is one row and the result is then (r,).
-    W : array_like of shape (m, d)
-        Projections ω_1..ω_m as rows (:func:`rfkernels.draw_projections`).
-    kind : {"trig", "positive", "hyperbolic"}
-        The estimator.
+    W : array_like of shape (m, d), or None
+        Projections ω_1..ω_m as rows (:func:`rfkernels.draw_projections`)
+        for the random kinds; must be None for the deterministic maps
+        :data:`FEATURE_MAPS`.
+    kind : {"trig", "positive", "hyperbolic", "identity", "elu1", "dpfp"}
+        The feature map: a random kind of :data:`rfkernels.KINDS`, or a
+        deterministic map of linear attention [2]_.
+    nu : int, optional
+        DPFP's ν, 1 <= ν <= 2d - 1 (default 1); only for ``kind="dpfp"``.
+    sum_normalize : bool, default False
+        Return :math:`\varphi(x) / \sum_l \varphi_l(x)` (Schlag et al.'s sum
+        normalisation [2]_: entries in [0, 1] summing to 1). Only for the
+        non-negative maps :data:`SUM_NORMALIZABLE`; computed where positive
+        per-row factors cancel, so it does not overflow where φ would.
 
     Returns
     -------
     phi : ndarray of shape (n, r)
-        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"``;
+        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"``,
+        r = d for ``"identity"`` and ``"elu1"``, r = 2dν for ``"dpfp"``
+        (:func:`feature_dimension`). For the random kinds
         ``feature_map(X, W, k) @ feature_map(Y, W, k).T`` is
-        :func:`estimate`. Columns are ordered [sin | cos] and
-        [exp(+) | exp(−)].
+        :func:`estimate`. Columns are ordered [sin | cos],
+        [exp(+) | exp(−)] and, for DPFP, by shift s = 1..ν.
 
     Raises
     ------
     ValueError
-        Non-finite or badly shaped X or W, d mismatch, unknown kind.
+        Non-finite or badly shaped X or W, d mismatch, unknown kind; W given
+        for a deterministic map or missing for a random kind; nu out of
+        range or given for another kind; sum_normalize for a kind whose
+        features can be negative (trig, identity).
+    TypeError
+        sum_normalize not a bool, nu not an integer.
     FloatingPointError
-        If a feature overflows; use :func:`log_estimate` instead.
+        If a feature overflows (random kinds: use :func:`log_estimate`;
+        DPFP: inputs beyond about 1e154); with ``sum_normalize``, if a row's
+        features are all 0 (DPFP of an input with no two positive entries of
+        relu([x, −x]) 1..ν apart, e.g. x = (0, 1) with ν = 1).
 
     Notes
     -----
@@ -194,20 +362,58 @@ def feature_map(X, W, kind):
             \bigl[e^{\omega_i^\top x}\bigr]_i \oplus
             \frac{e^{-|x|^2/2}}{\sqrt{2m}}\bigl[e^{-\omega_i^\top x}\bigr]_i
 
+    The deterministic maps [2]_: identity :math:`\varphi(x) = x`; ELU+1
+    :math:`\varphi(x)_i = \operatorname{elu}(x_i) + 1` (:math:`x_i + 1` for
+    :math:`x_i > 0`, :math:`e^{x_i}` otherwise); DPFP-ν with
+    :math:`\tilde x = \operatorname{relu}([x, -x]) \in \mathbb R^{2d}`,
+
+    .. math::
+
+        \varphi_{\text{DPFP-}\nu}(x) = \bigoplus_{s=1}^{\nu}
+            \bigl[\tilde x_i\, \tilde x_{(i+s) \bmod 2d}\bigr]_{i=0}^{2d-1}
+            \quad (\texttt{kt * np.roll(kt, -s)}).
+
+    Example (Schlag et al.'s worked example, checked in the tests): for
+    x = (1.5, −0.8), :math:`\tilde x = (1.5, 0, 0, 0.8)` and DPFP-1 gives
+    (0, 0, 0, 1.2); ELU+1 of (1, 0) is (2, 1), sum-normalised (2/3, 1/3).
+
     References
     ----------
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021, Lemma 1 and Section 2.3. https://arxiv.org/abs/2009.14794
+    .. [2] I. Schlag, K. Irie and J. Schmidhuber, "Linear Transformers Are
+       Secretly Fast Weight Programmers", ICML 2021, Sections 4-5.
+       https://arxiv.org/abs/2102.11174
     """
-    xp = get_array_module(X, W)
-    check_kind(kind)
+    xp = get_array_module(X) if W is None else get_array_module(X, W)
+    deterministic, nu, sum_normalize = _check_map(kind, W, nu, sum_normalize)
     x, x1 = _rows(X, "X", xp)
-    w = _projections(W, xp)
-    check_same_d([x.shape, w.shape], ["X", "W"])
-    _check_memory_pairs(x, None, w, xp)
+    if deterministic:
+        w = None
+        _check_map(kind, None, nu, sum_normalize, x.shape[1])  # nu <= 2d - 1
+        if xp is np:
+            r = feature_dimension(kind, x.shape[1], nu=nu)
+            check_memory(8 * 3 * x.shape[0] * r, f"feature_map(kind={kind!r}) of n={x.shape[0]} "
+                                                 f"inputs with r={r} features")
+    else:
+        w = _projections(W, xp)
+        check_same_d([x.shape, w.shape], ["X", "W"])
+        _check_memory_pairs(x, None, w, xp)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        phi = _features(x, w, kind, xp)
-    _require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
+        if sum_normalize:
+            phi = _sum_normalised(x, w, kind, nu, xp)
+        elif deterministic:
+            phi = _deterministic_features(x, kind, nu, xp)
+        else:
+            phi = _features(x, w, kind, xp)
+    if deterministic or sum_normalize:
+        if not bool(xp.all(xp.isfinite(phi))):
+            raise FloatingPointError(
+                f"feature_map(kind={kind!r}) overflowed (inf or NaN): the inputs are too large "
+                "for this map (DPFP squares them: entries beyond about 1e154); rescale X"
+            )
+    else:
+        _require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
     return phi[0] if x1 else phi
 
 

@@ -10,7 +10,7 @@ rotation invariant), so a Monte Carlo trial can draw the :math:`p_i`
 directly: O(m) random numbers, no d×d matrix and no QR. This module does
 that with the counter-based generator of :mod:`rfkernels.rng`, written once
 against an array namespace (NumPy or CuPy);
-:mod:`rfkernels.backends._mc_numba` computes the same numbers in Numba.
+:mod:`rfkernels._reduced_numba` computes the same numbers in Numba.
 
 Laws of the :math:`p_i` (MATH.md, "Sampling only what the estimate depends
 on"). Orthogonal projections come in blocks of d rows, the last block
@@ -77,6 +77,7 @@ from ._validation import (
 from .backends import get_array_module
 
 __all__ = [
+    "DEFAULT_CHUNK",
     "MAX_PAIRS",
     "MAX_TRIALS",
     "REDUCED_ENSEMBLES",
@@ -84,7 +85,12 @@ __all__ = [
     "STREAM_LENGTH",
     "STREAM_TAIL",
     "Normalisation",
+    "default_chunk",
+    "engine_bytes",
+    "engine_namespace",
+    "estimate_chunks",
     "fixed_order_sum",
+    "gpu_kernel_available",
     "normalisation",
     "normalised_estimates",
     "scalar_projections",
@@ -319,3 +325,139 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
     else:
         terms = xp.cos(ap)
     return fixed_order_sum(terms, xp) / m
+
+
+# ---------------------------------------------------------------------------
+# The engine: one entry, three targets
+# ---------------------------------------------------------------------------
+
+#: Default trials per chunk of :func:`estimate_chunks`; NumPy and the CuPy
+#: array path hold about 20 arrays of ``m × chunk`` doubles, so theirs is
+#: divided by m; the kernels hold one estimate per trial.
+DEFAULT_CHUNK = {"numpy": 1 << 17, "numba": 1 << 16, "cupy": 1 << 24}
+
+
+def gpu_kernel_available():
+    """True if ``backend='cupy'`` runs the numba-cuda kernel (a device, or the CUDA simulator)."""
+    from .backends import cupy_available
+
+    try:
+        from ._scalar import simulator_enabled
+
+        if simulator_enabled():
+            return True
+        if not cupy_available():
+            return False
+        from ._reduced_cuda import cuda_available
+    except ImportError:  # numba-cuda not installed: CuPy's array path
+        return False
+    return cuda_available()
+
+
+def engine_namespace(backend):
+    """The array module the estimates of ``backend`` come in.
+
+    NumPy for ``'numpy'`` and ``'numba'``; CuPy for ``'cupy'``, except under
+    Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), where the GPU kernel
+    runs on the CPU with NumPy arrays standing in for CuPy's.
+    """
+    from .backends import BACKENDS, array_namespace
+
+    check_choice(backend, "backend", BACKENDS)
+    if backend == "cupy":
+        from ._scalar import simulator_enabled
+
+        return np if simulator_enabled() else array_namespace("cupy")
+    return np
+
+
+def default_chunk(backend, m):
+    """Trials per chunk for ``backend`` at ``m`` projections (about 1 MiB per array on NumPy)."""
+    chunk = DEFAULT_CHUNK[backend]
+    if backend == "numpy" or (backend == "cupy" and not gpu_kernel_available()):
+        chunk = max(1, chunk // m)
+    return chunk
+
+
+#: Arrays of ``m × chunk`` doubles the vectorised path holds at its peak (measured
+#: 17 with tracemalloc; tests/test_monte_carlo.py::test_peak_bytes_bounds_the_measured_peak).
+VECTORISED_ARRAYS = 20
+
+
+def engine_bytes(m, chunk, backend):
+    """Estimated peak bytes :func:`estimate_chunks` allocates on the host for ``chunk`` trials.
+
+    Vectorised path: :data:`VECTORISED_ARRAYS` arrays of ``m × chunk``
+    doubles; Numba: per thread, seven length-m work arrays, plus the chunk;
+    the GPU kernel: device memory only (0 on the host).
+    """
+    if backend == "numba":
+        import numba
+
+        from ._reduced_numba import BATCH
+
+        threads = min(numba.get_num_threads(), -(-chunk // BATCH))
+        return threads * 7 * 8 * (m + 1) + 8 * chunk
+    if backend == "cupy":
+        return 0
+    return VECTORISED_ARRAYS * 8 * m * chunk
+
+
+def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", trials, first=0,
+                    pair=0, chunk=None, backend="numpy"):
+    """Normalised estimates of one pair, chunk by chunk: the Monte Carlo engine.
+
+    Yields ``(n, e, xp)``: ``e`` holds the normalised estimates of trials
+    ``first .. first + n - 1`` of pair ``pair`` (the counters of
+    :func:`trial_counters`), an array of ``xp`` (see :func:`engine_namespace`).
+    The array may be reused by the next chunk: consume or copy it first.
+
+    ``backend`` chooses where they are computed, with the same bits
+    (positive and hyperbolic; trig up to each target's ``cos``):
+
+    - ``'numpy'``: :func:`normalised_estimates`, vectorised;
+    - ``'numba'``: the parallel CPU kernels of :mod:`rfkernels._reduced_numba`;
+    - ``'cupy'``: the GPU kernel of :mod:`rfkernels._reduced_cuda`, compiled by
+      numba-cuda from the same scalar source as the CPU kernels (without
+      numba-cuda: :func:`normalised_estimates` on CuPy arrays).
+    """
+    check_kind(kind)
+    if ensemble not in REDUCED_ENSEMBLES:
+        check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    check_norms(norms)
+    m, d = check_int(m, "m"), check_int(d, "d")
+    trials, first = check_int(trials, "trials"), check_int(first, "first", minimum=0)
+    if first + trials > MAX_TRIALS:
+        raise ValueError(f"first + trials must be at most 2**{PAIR_SHIFT}; got {first + trials}")
+    pair = check_int(pair, "pair", minimum=0)
+    if pair >= MAX_PAIRS:
+        raise ValueError(f"pair must be below 2**{64 - PAIR_SHIFT}; got {pair}")
+    chunk = default_chunk(backend, m) if chunk is None else check_int(chunk, "chunk")
+    a = _real_scalar(length, "length")
+    xp = engine_namespace(backend)
+    stop = first + trials
+    if backend == "numba" or (backend == "cupy" and gpu_kernel_available()):
+        if backend == "numba":
+            from ._reduced_numba import KIND_CODES
+            from ._reduced_numba import reduced_estimates as kernel
+        else:
+            from ._reduced_cuda import gpu_reduced_estimates as kernel
+            from ._reduced_numba import KIND_CODES
+        k = np.asarray(key)
+        k0, k1 = np.uint32(k[0]), np.uint32(k[1])
+        buf = xp.empty(min(chunk, trials))
+        for start in range(first, stop, chunk):
+            n = min(chunk, stop - start)
+            out = buf[:n]
+            kernel(k0, k1, np.uint64((pair << PAIR_SHIFT) | start), np.int64(m), np.int64(d),
+                   ensemble == "orthogonal", norms == "chi", np.int64(KIND_CODES[kind]), a, out)
+            yield n, out, xp
+        return
+    key = xp.asarray(key)
+    for start in range(first, stop, chunk):
+        n = min(chunk, stop - start)
+        counters = trial_counters(start, n, pair, xp=xp)
+        with np.errstate(over="ignore", under="ignore"):
+            e = normalised_estimates(key, counters, m, d, kind, a, ensemble=ensemble, norms=norms,
+                                     xp=xp)
+        yield n, e, xp

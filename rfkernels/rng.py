@@ -4,7 +4,7 @@ Every variate is a pure function of ``(key, trial, slot, stream)``: nothing
 here holds state, so the numbers do not depend on how work is split into
 chunks, threads or devices, nor on the order or shape in which they are
 requested. The same numbers are computed by scalar Numba code in
-:mod:`rfkernels.backends._rng_numba`, for use inside ``prange`` loops.
+:mod:`rfkernels._rng_numba`, for use inside ``prange`` loops.
 
 The vectorised functions here are written once against an array namespace
 ``xp`` (NumPy or CuPy) and use only operations both provide.
@@ -376,7 +376,7 @@ def normal(key, trial, slot, stream=STREAM_NORMAL, xp=None):
         z_{2j+1} = \\sqrt{-2 \\log u_1}\\, \\sin(2 \\pi u_2),
 
     which are independent standard normals. :func:`normal_pair` returns both
-    at once; :func:`rfkernels.backends._rng_numba.normal_at` computes the
+    at once; :func:`rfkernels._rng_numba.normal_at` computes the
     same number.
 
     References
@@ -595,7 +595,7 @@ def chi_square(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
     Every ``log``, ``sin``, ``cos`` and ``exp`` here is one of
     :mod:`rfkernels._elementary`, so the vectorised loop (which retries only
     the rejected entries, attempt by attempt) and the scalar loop of
-    :func:`rfkernels.backends._rng_numba.chi_square_at` make the same
+    :func:`rfkernels._rng_numba.chi_square_at` make the same
     accept/reject choices and return the same bits.
 
     References

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rfkernels import _elementary as el
-from rfkernels.backends import _elementary_numba as eln
+from rfkernels import _elementary_numba as eln
 from rfkernels.backends import cupy_available
 
 

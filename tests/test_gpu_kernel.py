@@ -1,4 +1,4 @@
-"""The GPU Monte Carlo kernel (rfkernels.backends._mc_cuda) against the CPU kernel.
+"""The GPU Monte Carlo kernel (rfkernels._reduced_cuda) against the CPU kernel.
 
 Without a device the kernels run in Numba's CUDA simulator. The simulator
 must be chosen before ``numba.cuda`` is first imported, so the simulator
@@ -36,7 +36,7 @@ needs_numba_cuda = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is 
 
 def _simulated():
     """Run in the subprocess: every comparison, as a JSON-able dict."""
-    from rfkernels.backends import _mc_cuda, _mc_numba, _scalar
+    from rfkernels import _reduced_cuda as _mc_cuda, _reduced_numba as _mc_numba, _scalar
 
     assert _scalar.simulator_enabled()
     found = {"cases": {}, "launch": {}, "moments": {}}
@@ -82,6 +82,24 @@ def _simulated():
                 stack.append(value)
     found["cpu_callees"] = cpu_callees
     found["twins_seen"] = len(seen)
+    # the public API: monte_carlo_mse(backend="cupy") runs the GPU kernel, NumPy arrays standing in
+    from rfkernels import reduced, theory
+    from rfkernels.analysis import monte_carlo_mse, trial_estimates
+
+    found["api_kernel"] = reduced.gpu_kernel_available()
+    x, y = theory.pair(3, 0.4, 0.3, 1.0)
+    api = {}
+    for orth, chi, kind in CASES:
+        opts = dict(ensemble="orthogonal" if orth else "iid", norms="chi" if chi else "fixed",
+                    trials=300, seed=5)
+        runs = [monte_carlo_mse(x, y, 4, KINDS[kind], backend=b, **opts) for b in ("cupy", "numba")]
+        est = [trial_estimates(x, y, 4, KINDS[kind], backend=b, **opts) for b in ("cupy", "numba")]
+        api[f"{orth}-{chi}-{kind}"] = {
+            "result_equal": runs[0].to_dict() | {"elapsed_s": 0, "backend": ""}
+            == runs[1].to_dict() | {"elapsed_s": 0, "backend": ""},
+            "estimates_equal": bool(np.array_equal(est[0], est[1])),
+        }
+    found["api"] = api
     return found
 
 
@@ -126,8 +144,18 @@ def test_simulated_device_functions_are_built_from_the_scalar_source(simulated):
 
 
 @needs_numba_cuda
+def test_simulated_monte_carlo_mse_on_cupy_equals_numba(simulated):
+    """monte_carlo_mse(backend="cupy") runs the GPU kernel (simulated) and reports the CPU's numbers."""
+    assert simulated["api_kernel"] is True
+    assert len(simulated["api"]) == len(CASES)
+    for case, found in simulated["api"].items():
+        assert found["estimates_equal"], case
+        assert found["result_equal"], case
+
+
+@needs_numba_cuda
 def test_merge_tiles_fixed_order_equals_two_pass_moments():
-    from rfkernels.backends._mc_cuda import merge_tiles
+    from rfkernels._reduced_cuda import merge_tiles
 
     rng = np.random.default_rng(0)
     e = rng.standard_normal(1000)
@@ -154,7 +182,7 @@ def test_device_estimates_match_cpu(orth, chi, kind):
     """On a device FMA contraction may change last bits: equal to rounding, and stable across shapes."""
     import cupy
 
-    from rfkernels.backends import _mc_cuda, _mc_numba
+    from rfkernels import _reduced_cuda as _mc_cuda, _reduced_numba as _mc_numba
 
     n = 4096
     args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 64, 16, orth, chi, kind, LENGTH)

@@ -165,7 +165,7 @@ def test_numba_one_and_two_threads_identical():
 
 def test_stale_kernel_cache_is_flushed(tmp_path):
     # Numba only watches the kernel's own file; edits to the inlined generator must flush it
-    from rfkernels.backends import _mc_numba
+    from rfkernels import _reduced_numba as _mc_numba
 
     class FakeCache:
         _cache_path = str(tmp_path)
@@ -181,7 +181,7 @@ def test_stale_kernel_cache_is_flushed(tmp_path):
     _mc_numba._flush_if_dependencies_changed(fake)  # no stamp yet: flush, record
     _mc_numba._flush_if_dependencies_changed(fake)  # same sources: keep
     assert fake._cache.flushed == 1
-    (tmp_path / "_mc_numba.dependencies.sha256").write_text("stale\n")
+    (tmp_path / "_reduced_numba.dependencies.sha256").write_text("stale\n")
     _mc_numba._flush_if_dependencies_changed(fake)
     assert fake._cache.flushed == 2
 

@@ -6,7 +6,7 @@ other jitted code, including ``prange`` loops; a variate depends only on
 building blocks (Philox, uniforms, Box--Muller, one Marsaglia--Tsang attempt)
 are ``inline="always"``, so that loops built from them vectorise; callers
 should compile with ``error_model="numpy"`` (see
-:mod:`rfkernels.backends._elementary_numba`). See
+:mod:`rfkernels._elementary_numba`). See
 :mod:`rfkernels.rng` for the counter layout and the mathematics; the
 expressions below are written in the same order as there, so that the
 vectorised and the scalar code round identically.
@@ -28,23 +28,24 @@ import numpy as np
 from ._elementary_numba import exp, log, sincos_2pi
 from ._scalar import scalar
 
-_MASK32 = np.uint64(0xFFFFFFFF)
-_SHIFT32 = np.uint64(32)
+# Constants are imported from the vectorised twin, never retyped.
+from .rng import (
+    _M0,
+    _M1,
+    _MASK32,
+    _ONE_THIRD,
+    _SHIFT32,
+    _SQUEEZE,
+    _TWO_M32,
+    _TWO_M52,
+    _W0,
+    _W1,
+)
+from .rng import ATTEMPT_BOOST as _ATTEMPT_BOOST
+from .rng import MAX_ATTEMPTS as _MAX_ATTEMPTS
+
 _SHIFT16 = np.uint64(16)
 _SHIFT12 = np.uint64(12)
-_M0 = np.uint64(0xD2511F53)
-_M1 = np.uint64(0xCD9E8D57)
-_W0 = np.uint64(0x9E3779B9)
-_W1 = np.uint64(0xBB67AE85)
-
-_TWO_M52 = 2.0**-52
-_TWO_M32 = 2.0**-32
-_SQUEEZE = 0.0331
-_ONE_THIRD = 1.0 / 3.0
-
-#: Must equal rfkernels.rng.ATTEMPT_BOOST / MAX_ATTEMPTS.
-_ATTEMPT_BOOST = 0xFFFF
-_MAX_ATTEMPTS = 0xFFFF
 
 
 @scalar(inline="always")

@@ -1,7 +1,7 @@
 """CUDA kernels of the reduced Monte Carlo sampler, compiled from the CPU kernel's scalar source.
 
-The per-trial work is :func:`rfkernels.backends._mc_numba.trial_estimate`,
-built for the CUDA target by :func:`rfkernels.backends._scalar.cuda_twin`
+The per-trial work is :func:`rfkernels._reduced_numba.trial_estimate`,
+built for the CUDA target by :func:`rfkernels._scalar.cuda_twin`
 from the same Python source as the CPU build (Philox, normals,
 chi-squares, projections, the three kinds, the fixed-order sums). Each
 thread runs whole trials, trial ``t`` from Philox trial counter ``base + t``
@@ -11,7 +11,7 @@ local arrays of a fixed capacity (the next power of two >= m, one kernel per
 capacity, compiled on first use); m is limited to :data:`MAX_M`.
 
 Entries (same argument convention as
-:func:`rfkernels.backends._mc_numba.reduced_estimates`; arrays are CuPy
+:func:`rfkernels._reduced_numba.reduced_estimates`; arrays are CuPy
 arrays or any object with ``__cuda_array_interface__``, or NumPy arrays under
 the simulator):
 
@@ -43,7 +43,7 @@ from numba import (  # numba-cuda; the simulator when NUMBA_ENABLE_CUDASIM=1 was
 )
 from numba import types as nbtypes
 
-from . import _mc_numba
+from . import _reduced_numba as _mc_numba
 from ._scalar import cuda_twin, simulator_enabled
 
 #: Largest m the GPU kernels take (per-thread scratch is 6 local arrays of up to this many doubles).
@@ -179,7 +179,7 @@ def _args(k0, k1, base, m, d, orthogonal, chi, kind, length):
 def gpu_reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out, *, threads=THREADS,
                           blocks=None):
     """Fill ``out`` (a CuPy array, or NumPy under the simulator) with the normalised estimates of
-    trials ``base .. base + len(out) - 1``; = :func:`rfkernels.backends._mc_numba.reduced_estimates`.
+    trials ``base .. base + len(out) - 1``; = :func:`rfkernels._reduced_numba.reduced_estimates`.
 
     ``threads`` (per block) and ``blocks`` set the launch shape (default: enough
     blocks to fill the device); the estimates do not depend on it.

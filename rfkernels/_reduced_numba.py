@@ -16,8 +16,8 @@ scheduled. The batch only amortises the allocation of the per-trial scratch
 arrays.
 
 Speed. The inner loops over projections are written branch-free from
-inlined building blocks (:mod:`rfkernels.backends._rng_numba`,
-:mod:`rfkernels.backends._elementary_numba`), so LLVM vectorises them
+inlined building blocks (:mod:`rfkernels._rng_numba`,
+:mod:`rfkernels._elementary_numba`), so LLVM vectorises them
 (Philox, Box--Muller, the first Marsaglia--Tsang attempt, ``exp``); the
 rare rejected chi-square attempts are redone by a scalar loop afterwards.
 Kernels are compiled with ``error_model="numpy"`` (no division checks, which
@@ -26,8 +26,8 @@ numbers).
 
 Caching. ``cache=True`` stores the compiled kernel next to this file, but
 Numba only checks *this* file's timestamp, while the kernel inlines code
-from :mod:`rfkernels.backends._rng_numba`,
-:mod:`rfkernels.backends._elementary_numba` and :mod:`rfkernels._elementary`.
+from :mod:`rfkernels._rng_numba`,
+:mod:`rfkernels._elementary_numba` and :mod:`rfkernels._elementary`.
 On import, :func:`_flush_if_dependencies_changed` compares a hash of those
 sources with the one recorded at the last compilation and empties the cache
 index when they differ, so an edited generator is never run from a stale
@@ -62,10 +62,10 @@ BATCH = 256
 POSITIVE, HYPERBOLIC, TRIG = 0, 1, 2
 KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG}
 
-# must equal rfkernels.reduced.STREAM_*
-_STREAM_DIRECTION = 16
-_STREAM_LENGTH = 17
-_STREAM_TAIL = 18
+# the counter layout of the vectorised twin, imported, never retyped
+from .reduced import STREAM_DIRECTION as _STREAM_DIRECTION
+from .reduced import STREAM_LENGTH as _STREAM_LENGTH
+from .reduced import STREAM_TAIL as _STREAM_TAIL
 
 
 @scalar(inline="always")
@@ -239,7 +239,7 @@ def trial_estimate(k0, k1, trial, m, d, orthogonal, chi, kind, length, p, g, q, 
 
     ``p``, ``g``, ``q`` (float64) and ``ok`` (bool) of length >= m and
     ``work`` (float64, (3, >= m)) are scratch. The CUDA kernels
-    (:mod:`rfkernels.backends._mc_cuda`) call its CUDA twin; the CPU kernel
+    (:mod:`rfkernels._reduced_cuda`) call its CUDA twin; the CPU kernel
     below makes the same choices, but on literal arguments, so that Numba
     compiles only the branch a call takes.
     """
@@ -383,8 +383,7 @@ def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
 
 def _flush_if_dependencies_changed(dispatcher=None):
     """Empty ``dispatcher``'s on-disk cache if the sources it inlines changed since it was written."""
-    from .. import _elementary
-    from . import _elementary_numba, _rng_numba, _scalar
+    from . import _elementary, _elementary_numba, _rng_numba, _scalar
 
     if dispatcher is None:  # the specialisations share one cache index (one closure)
         dispatcher = kernel_for(False, True, POSITIVE)
@@ -395,7 +394,7 @@ def _flush_if_dependencies_changed(dispatcher=None):
             with open(module.__file__, "rb") as f:
                 digest.update(f.read())
         stamp = digest.hexdigest()
-        path = os.path.join(dispatcher._cache._cache_path, "_mc_numba.dependencies.sha256")
+        path = os.path.join(dispatcher._cache._cache_path, "_reduced_numba.dependencies.sha256")
         try:
             with open(path) as f:
                 if f.read().strip() == stamp:

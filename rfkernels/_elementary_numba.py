@@ -21,7 +21,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .._elementary import (
+from ._elementary import (
     BIT52,
     C1,
     C2,
