@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from rfkernels import theory
-from rfkernels._validation import (
+from rfkernels.validation import (
     ENSEMBLES,
     check_bool,
     check_choice,
@@ -27,6 +27,7 @@ from rfkernels._validation import (
     check_int,
     check_kind,
     check_norms,
+    seed_sequence,
 )
 from rfkernels.backends import check_backend
 
@@ -212,15 +213,8 @@ def _one_or_many(values, name, check):
 
 
 def _check_root_seed(seed):
-    """A root seed of :func:`rfkernels.analysis.points.point_seed`: int >= 0 or a SeedSequence."""
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (numbers.Integral, np.integer)):
-        raise TypeError(
-            "seed must be a non-negative int or a numpy.random.SeedSequence (each row derives "
-            f"its own stream from it); got {type(seed).__name__}"
-        )
-    return check_int(seed, "seed", minimum=0)
+    """A root seed of :func:`rfkernels.analysis.points.point_seed` (see ``seed_sequence``)."""
+    return seed_sequence(seed, root=True)
 
 
 def _geometry_list(geometries):
@@ -313,7 +307,7 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     """
     check_norms(norms)
     trials = check_int(trials, "trials", minimum=2)
-    _check_root_seed(seed)
+    seed = _check_root_seed(seed)
     check_backend(backend)
     check_choice(method, "method", ("reduced", "literal"))
     kinds = _one_or_many(kinds, "kinds", check_kind)
@@ -368,7 +362,7 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
     d = check_int(d, "d")
     m = check_int(m, "m")
     trials = check_int(trials, "trials", minimum=2)
-    _check_root_seed(seed)
+    seed = _check_root_seed(seed)
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     norm_u = check_finite(norm_u, "norm_u")
     if norm_u.ndim != 0 or norm_u < 0:

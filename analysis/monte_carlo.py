@@ -47,57 +47,27 @@ space and a result beyond float64 raises :class:`FloatingPointError`.
 
 Tail diagnostic
 ---------------
-The squared error of positive and hyperbolic estimates is roughly
-log-normal, with a fourth moment growing like :math:`e^{4|u|^2}`: for
-:math:`|u|^2 \gtrsim 1` the sample MSE converges slowly, usually sits below
-the truth, and its naive standard error is too small (MATH.md, "Monte Carlo
-error is heavy-tailed"). We fit a generalized Pareto distribution to the
-largest :math:`M = \lceil\min(0.2 S, 3\sqrt{S})\rceil` of the S squared
-errors (Zhang and Stephens' estimator with the weak prior used by Pareto
-smoothed importance sampling [1]_ [2]_). Its shape :math:`\hat k` says how
-many moments the tail behaves as having: :math:`1/\hat k`. The standard
-error needs a finite variance of the squared errors, i.e. :math:`k < 1/2`,
-so ``tail_ok`` requires :math:`\hat k <` :data:`TAIL_K_MAX` (= 0.5). With
-fewer than :data:`MIN_TAIL` tail points no fit is made and ``tail_ok`` is
-False. The largest squared error's share of their sum (``max_share``) is
-reported beside it.
+Beside every error bar: a generalized Pareto fit to the largest squared
+errors and the reach of the sample into the region the MSE comes from
+(:mod:`rfkernels.analysis.tail`). ``tail_ok`` says whether ``stderr``,
+``ci95`` and ``z`` can be trusted.
 
-A sample can only show the tail it has reached. For positive and
-hyperbolic features the variance of one term :math:`e^{a p - a^2/2}`
-(:math:`a = |x + y|`, :math:`p \approx N(0, 1)`) comes from draws near
-:math:`p = 2a`, where :math:`e^{2ap - p^2/2}` peaks; far beyond the sample's
-reach every estimate is close to its typical value, the squared errors look
-tame (even constant) and the MSE is badly underestimated. ``tail.reach`` is
-the expected number of projections drawn beyond :math:`2a`,
-:math:`S\, m\, \bar\Phi(2a)` (twice that for hyperbolic features, which
-have both tails); ``tail_ok`` also requires ``reach >=``
-:data:`REACH_MIN` (= 100). Trig errors are bounded and have no such
-region (``reach`` is None).
-
-References
-----------
-.. [1] J. Zhang and M. A. Stephens, "A new and efficient estimation method
-   for the generalized Pareto distribution", Technometrics 51(3), 316-325,
-   2009.
-.. [2] A. Vehtari, D. Simpson, A. Gelman, Y. Yao and J. Gabry, "Pareto
-   smoothed importance sampling", JMLR 25(72), 1-58, 2024.
-.. [3] T. F. Chan, G. H. Golub and R. J. LeVeque, "Updating formulae and a
-   pairwise algorithm for computing sample variances", Stanford CS report
-   STAN-CS-79-773, 1979.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import numbers
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from rfkernels import reduced, theory
-from rfkernels._validation import (
+from rfkernels.backends import BACKENDS, array_namespace, check_backend, to_numpy
+from rfkernels.features import feature_map, log_estimate
+from rfkernels.projections import draw_projections, projection_bytes
+from rfkernels.rng import key_from_seed
+from rfkernels.validation import (
     ENSEMBLES,
     check_choice,
     check_ensemble,
@@ -108,14 +78,26 @@ from rfkernels._validation import (
     check_norms,
     check_same_d,
     check_vectors,
+    seed_sequence,
 )
-from rfkernels.backends import BACKENDS, array_namespace, check_backend, to_numpy
-from rfkernels.features import feature_map, log_estimate
-from rfkernels.projections import draw_projections, projection_bytes
-from rfkernels.rng import key_from_seed
+
+from .moments import MOMENT_BLOCK, Accumulator
+from .results import MonteCarloBatch, MonteCarloResult
+from .tail import (
+    MIN_TAIL,
+    REACH_MIN,
+    TAIL_K_MAX,
+    TailDiagnostic,
+    pareto_k_hat,
+    reach,
+    tail_from_top,
+    tail_size,
+)
 
 __all__ = [
     "METHODS",
+    "MIN_TAIL",
+    "MOMENT_BLOCK",
     "REACH_MIN",
     "TAIL_K_MAX",
     "MonteCarloBatch",
@@ -125,17 +107,12 @@ __all__ = [
     "monte_carlo_mse_batch",
     "pareto_k_hat",
     "peak_bytes",
+    "tail_size",
     "trial_estimates",
 ]
 
 #: Monte Carlo methods.
 METHODS = ("reduced", "literal")
-#: ``tail_ok`` is ``k_hat < TAIL_K_MAX``: below 1/2 the squared errors have a finite variance.
-TAIL_K_MAX = 0.5
-#: Fewest tail points for a Pareto fit (fewer: no k-hat, ``tail_ok`` False).
-MIN_TAIL = 5
-#: ``tail_ok`` needs at least this many projections expected beyond 2|x + y| (see ``reach``).
-REACH_MIN = 100.0
 #: Normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054
 
@@ -145,425 +122,8 @@ LITERAL_CHUNK = 1024
 
 
 # ---------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TailDiagnostic:
-    """The upper tail of the squared errors.
-
-    Attributes
-    ----------
-    k_hat : float
-        Generalized Pareto shape fitted to the largest ``n_tail`` squared
-        errors; NaN when no fit was made (see ``note``).
-    max_share : float
-        Largest squared error / sum of squared errors (NaN if all are 0).
-    n_tail : int
-        Number of tail points fitted (``ceil(min(0.2 S, 3 sqrt(S)))``).
-    reach : float or None
-        Expected number of projections drawn where the MSE of a positive
-        (hyperbolic) estimate comes from, beyond ``2|x + y|``:
-        ``S m Phi(-2|x + y|)`` (twice that); None for trig features.
-    ok : bool
-        Whether the standard error of the MSE can be trusted:
-        ``k_hat < TAIL_K_MAX`` and ``reach >= REACH_MIN``; or all squared
-        errors 0 (an exact estimator).
-    note : str
-        Why ``ok`` is what it is.
-    """
-
-    k_hat: float
-    max_share: float
-    n_tail: int
-    reach: float | None
-    ok: bool
-    note: str
-
-
-@dataclass(frozen=True)
-class MonteCarloResult:
-    """Monte Carlo MSE of one estimator at one pair (x, y).
-
-    Attributes
-    ----------
-    kind, ensemble, norms, method, backend : str
-        What was run.
-    d, m, trials : int
-        Dimension, number of projections, number of trials.
-    pair : int
-        Index of the pair in its batch (0 for :func:`monte_carlo_mse`); the
-        reduced method's counters depend on it.
-    seed_entropy : int
-        ``SeedSequence.entropy`` of the seed.
-    seed_spawn_key : tuple of int
-        ``SeedSequence.spawn_key``; with ``seed_entropy`` (and ``pair``) it
-        regenerates every number: ``SeedSequence(seed_entropy,
-        spawn_key=seed_spawn_key)``.
-    generator : str
-        ``"philox4x32-10"`` (reduced) or ``"numpy-default_rng"`` (literal).
-    sm : float
-        The exact kernel value :math:`e^{x \\cdot y}`.
-    mse : float
-        Sample mean of the squared errors :math:`(\\widehat{SM} - SM)^2`.
-    stderr : float
-        Its standard error (sample standard deviation / sqrt(trials)).
-    ci95 : tuple of float
-        ``mse -+ 1.96 stderr``, the lower end clipped at 0.
-    mean_estimate : float
-        Sample mean of the estimates.
-    bias, bias_stderr : float
-        ``mean_estimate - sm`` and its standard error.
-    bias_z : float or None
-        ``bias / bias_stderr`` (None if ``bias_stderr`` is 0).
-    mse_exact : float or None
-        :func:`rfkernels.theory.exact_mse` (None for
-        ``"orthogonal-unfixed-qr"``, which has no closed form).
-    z : float or None
-        ``(mse - mse_exact) / stderr``; None without theory or when
-        ``stderr`` is 0. Honest only where ``tail_ok``.
-    tail : TailDiagnostic
-        Tail of the squared errors.
-    tail_ok : bool
-        ``tail.ok``: whether ``stderr``, ``ci95`` and ``z`` can be trusted.
-    elapsed_s : float
-        Wall-clock seconds spent.
-    """
-
-    kind: str
-    ensemble: str
-    norms: str
-    method: str
-    backend: str
-    d: int
-    m: int
-    trials: int
-    pair: int
-    seed_entropy: int
-    seed_spawn_key: tuple
-    generator: str
-    sm: float
-    mse: float
-    stderr: float
-    ci95: tuple
-    mean_estimate: float
-    bias: float
-    bias_stderr: float
-    bias_z: float | None
-    mse_exact: float | None
-    z: float | None
-    tail: TailDiagnostic
-    tail_ok: bool
-    elapsed_s: float
-
-    @property
-    def k_hat(self):
-        """``tail.k_hat``."""
-        return self.tail.k_hat
-
-    def to_dict(self):
-        """A JSON-ready dict: tuples become lists, NaN becomes None, the tail is flattened."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "tail":
-                for g in dataclasses.fields(value):
-                    out[f"tail_{g.name}" if g.name in ("ok", "note") else g.name] = _jsonable(
-                        getattr(value, g.name)
-                    )
-            else:
-                out[f.name] = _jsonable(value)
-        return out
-
-
-@dataclass(frozen=True)
-class MonteCarloBatch:
-    """Results of :func:`monte_carlo_mse_batch`, one :class:`MonteCarloResult` per pair."""
-
-    results: tuple
-
-    def __len__(self):
-        return len(self.results)
-
-    def __getitem__(self, i):
-        return self.results[i]
-
-    def __iter__(self):
-        return iter(self.results)
-
-    def column(self, name):
-        """One field over the pairs as an array (object dtype if some values are None)."""
-        values = [getattr(r, name) for r in self.results]
-        if any(v is None for v in values):
-            return np.array(values, dtype=object)
-        return np.array(values)
-
-    @property
-    def mse(self):
-        return self.column("mse")
-
-    @property
-    def stderr(self):
-        return self.column("stderr")
-
-    @property
-    def mse_exact(self):
-        return self.column("mse_exact")
-
-    @property
-    def z(self):
-        return self.column("z")
-
-    @property
-    def tail_ok(self):
-        return self.column("tail_ok")
-
-    def to_dict(self):
-        """``{"results": [one dict per pair]}``."""
-        return {"results": [r.to_dict() for r in self.results]}
-
-
-def _jsonable(v):
-    if isinstance(v, tuple):
-        return [_jsonable(a) for a in v]
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (numbers.Integral,)):
-        return int(v)
-    if isinstance(v, (numbers.Real,)):
-        v = float(v)
-        return v if math.isfinite(v) else None
-    return v
-
-
-# ---------------------------------------------------------------------------
-# Tail fit
-# ---------------------------------------------------------------------------
-
-
-def tail_size(samples):
-    """``ceil(min(0.2 S, 3 sqrt(S)))``: how many of S values the tail fit uses."""
-    return math.ceil(min(0.2 * samples, 3.0 * math.sqrt(samples)))
-
-
-def _gpd_k(exceedances):
-    """Zhang-Stephens estimate of the generalized Pareto shape, with PSIS's weak prior.
-
-    ``exceedances`` are the values above the threshold minus the threshold,
-    sorted ascending, at least :data:`MIN_TAIL` of them, the largest > 0.
-    Returns the shape k (> 0: heavy tail with moments of order < 1/k).
-    """
-    x = np.asarray(exceedances, dtype=np.float64)
-    n = x.size
-    prior_bs, prior_k = 3.0, 10.0
-    m_est = 30 + math.isqrt(n)
-    quartile = x[int(n / 4 + 0.5) - 1]
-    if quartile <= 0.0:  # ties at the threshold: use the smallest positive exceedance
-        quartile = x[x > 0][0]
-    b = 1.0 - np.sqrt(m_est / (np.arange(1, m_est + 1, dtype=np.float64) - 0.5))
-    b = b / (prior_bs * quartile) + 1.0 / x[-1]
-    # one b at a time: a (len(b), n) matrix would cost ~50 MB at n = 30000 (1e8 trials)
-    k = np.array([np.log1p(-bj * x).mean() for bj in b])
-    len_scale = n * (np.log(-(b / k)) - k - 1.0)
-    with np.errstate(over="ignore"):
-        weights = 1.0 / np.exp(len_scale - len_scale[:, None]).sum(axis=1)
-    keep = weights >= 10 * np.finfo(np.float64).eps
-    weights, b = weights[keep], b[keep]
-    weights = weights / weights.sum()
-    b_post = float(np.sum(b * weights))
-    k_post = float(np.log1p(-b_post * x).mean())
-    return (n * k_post + prior_k * 0.5) / (n + prior_k)
-
-
-def _reach(kind, length, samples, m):
-    """Expected projections beyond 2a (see :class:`TailDiagnostic`); None for trig."""
-    if kind == "trig":
-        return None
-    beyond = 0.5 * math.erfc(2.0 * length / math.sqrt(2.0))  # P(N(0, 1) > 2a)
-    return float(samples * m * beyond * (2.0 if kind == "hyperbolic" else 1.0))
-
-
-def _tail_from_top(top, samples, total, maximum, constant, reach, below_resolution=False):
-    """:class:`TailDiagnostic` from the ``n_tail + 1`` largest values (any order).
-
-    ``below_resolution``: the normalised squared errors are so small that the
-    rounding of the estimates themselves dominates them (or rounds them all
-    to 0 where the exact MSE is not 0); nothing about the error can be read.
-    """
-    n_tail = tail_size(samples)
-    share = maximum / total if total > 0 else float("nan")
-    k, fit_problem = float("nan"), None
-    if constant:
-        fit_problem = "constant"
-    elif n_tail < MIN_TAIL:
-        fit_problem = f"too few trials for a tail fit (needs {MIN_TAIL} tail points)"
-    else:
-        top = np.sort(np.asarray(top, dtype=np.float64))[-(n_tail + 1):]
-        exceed = top[1:] - top[0]
-        if exceed[-1] <= 0.0:
-            fit_problem = "the largest squared errors are tied: no tail fit"
-        else:
-            k = float(_gpd_k(exceed))
-
-    if below_resolution:
-        ok, note = False, ("the squared errors are at the rounding level of the estimates "
-                           "(relative error below ~1e-14): the Monte Carlo MSE, its error bar "
-                           "and z are not meaningful here; use the exact MSE")
-    elif constant and maximum == 0.0:
-        ok, note = True, "every squared error is 0: the estimator is exact here"
-    elif reach is not None and reach < REACH_MIN:
-        ok, note = False, (f"the trials reach the region the MSE comes from (beyond 2|x+y|) "
-                           f"about {reach:.3g} times (< {REACH_MIN:g}): the MSE is likely "
-                           "underestimated and its standard error meaningless")
-    elif constant:
-        ok, note = False, "every squared error is the same nonzero value: no spread was sampled"
-    elif fit_problem is not None:
-        ok, note = False, fit_problem
-    elif k < TAIL_K_MAX:
-        ok, note = True, f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance"
-    else:
-        ok, note = False, f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable"
-    return TailDiagnostic(k, float(share), n_tail, reach, bool(ok), note)
-
-
-def pareto_k_hat(values):
-    """Pareto k-hat of the upper tail of ``values`` (1-D, finite, >= 5 tail points).
-
-    Fits a generalized Pareto distribution to the largest
-    ``ceil(min(0.2 S, 3 sqrt(S)))`` values above the next one (Zhang and
-    Stephens 2009, with the weak prior of Pareto smoothed importance
-    sampling, Vehtari et al. 2024). ``k < 1/2``: finite variance;
-    ``1/2 <= k < 1``: finite mean only; ``k >= 1``: not even that.
-
-    Returns
-    -------
-    float
-        The estimated shape; NaN if the tail is flat (all top values equal).
-    """
-    x = np.asarray(values, dtype=np.float64).reshape(-1)
-    if not np.all(np.isfinite(x)):
-        raise ValueError("values must be finite")
-    n_tail = tail_size(x.size)
-    if n_tail < MIN_TAIL:
-        raise ValueError(f"values must hold enough samples for {MIN_TAIL} tail points; got {x.size}")
-    top = np.sort(x)[-(n_tail + 1):]
-    exceed = top[1:] - top[0]
-    return float("nan") if exceed[-1] <= 0 else float(_gpd_k(exceed))
-
-
-# ---------------------------------------------------------------------------
-# Streaming accumulation
-# ---------------------------------------------------------------------------
-
-
-class _Moments:
-    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.)."""
-
-    __slots__ = ("m2", "mean", "n")
-
-    def __init__(self):
-        self.n, self.mean, self.m2 = 0, 0.0, 0.0
-
-    def merge(self, n, mean, m2):
-        if n == 0:
-            return
-        total = self.n + n
-        delta = mean - self.mean
-        self.mean += delta * (n / total)
-        self.m2 += m2 + delta * delta * (self.n * n / total)
-        self.n = total
-
-    @property
-    def variance(self):
-        return self.m2 / (self.n - 1)
-
-
-#: Trials per block of the streaming moments. Moments are merged block by block
-#: in trial order, so the reported numbers do not depend on the chunk size or
-#: the backend (both only decide how the same blocks arrive).
-MOMENT_BLOCK = 4096
-
-
-class _Accumulator:
-    """Running statistics of one pair's normalised errors ``e - target``."""
-
-    def __init__(self, trials, target):
-        self.target = target
-        self.err = _Moments()
-        self.sq = _Moments()
-        self.keep = tail_size(trials) + 1
-        self.top = np.empty(0)
-        self.maximum = 0.0
-        self.pending = None  # the last < MOMENT_BLOCK estimates, not merged yet
-        self.pending_xp = np
-
-    def add(self, estimates, xp):
-        """Take one chunk of normalised estimates (an array of ``xp``)."""
-        if not bool(xp.all(xp.isfinite(estimates))):
-            raise FloatingPointError(
-                "a Monte Carlo estimate overflowed (inf or NaN) even after normalisation; "
-                "|x + y| (or |x - y| for trig) is too large for this estimator"
-            )
-        err = estimates - self.target
-        self._track_tail(err * err, xp)
-        if self.pending is not None and self.pending.shape[0]:
-            err = xp.concatenate([self.pending, err])
-        n = int(err.shape[0])
-        full = n - n % MOMENT_BLOCK
-        if full:
-            self._merge_blocks(err[:full].reshape(-1, MOMENT_BLOCK), xp)
-        self.pending, self.pending_xp = err[full:].copy(), xp  # a copy: callers reuse buffers
-
-    def finish(self):
-        """Merge the last, partial block; call once after the last :meth:`add`."""
-        if self.pending is not None and self.pending.shape[0]:
-            self._merge_blocks(self.pending.reshape(1, -1), self.pending_xp)
-        self.pending = None
-
-    def _merge_blocks(self, err, xp):
-        """Merge the rows of ``err`` (blocks of consecutive trials) in order."""
-        sq = err * err
-        for mom, v in ((self.err, err), (self.sq, sq)):
-            means = xp.mean(v, axis=1)
-            dev = v - means[:, None]
-            m2 = to_numpy(xp.sum(dev * dev, axis=1))
-            means = to_numpy(means)
-            n = int(v.shape[1])
-            for mean, dev2 in zip(means.tolist(), m2.tolist()):
-                mom.merge(n, mean, dev2)
-
-    def _track_tail(self, sq, xp):
-        """The largest squared error and the ``keep`` largest ones seen so far."""
-        self.maximum = max(self.maximum, float(xp.max(sq)))
-        if self.top.size >= self.keep:
-            sq = sq[sq > float(self.top.min())]
-        if sq.shape[0] > self.keep:
-            sq = xp.partition(sq, sq.shape[0] - self.keep)[-self.keep:]
-        if sq.shape[0]:
-            merged = np.concatenate([self.top, to_numpy(sq)])
-            if merged.size > self.keep:
-                merged = np.partition(merged, merged.size - self.keep)[-self.keep:]
-            self.top = merged
-
-
-# ---------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------
-
-
-def _seed_sequence(seed):
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if seed is None:
-        return np.random.SeedSequence()
-    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, (bool, np.bool_)):
-        if int(seed) < 0:
-            raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
-        return np.random.SeedSequence(int(seed))
-    raise TypeError(
-        f"seed must be a non-negative int, a numpy.random.SeedSequence or None; got {type(seed).__name__}"
-    )
 
 
 @dataclass
@@ -621,7 +181,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         chunk = check_int(chunk, "chunk")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
-    seq = _seed_sequence(seed)
+    seq = seed_sequence(seed)
     if method == "reduced" and ensemble not in reduced.REDUCED_ENSEMBLES:
         raise ValueError(
             f"method='reduced' has no sampler for ensemble={ensemble!r}: its projections are "
@@ -734,7 +294,7 @@ def _literal_chunks(s, first=0):
 
 def _run(s):
     started = time.perf_counter()
-    accs = [_Accumulator(s.trials, nm.target) for nm in s.norm]
+    accs = [Accumulator(s.trials, nm.target) for nm in s.norm]
     total = s.trials * len(s.norm)
     last = len(s.norm) - 1
     done = 0
@@ -779,9 +339,9 @@ def _result(s, pair, acc, elapsed):
     # squared errors below RESOLUTION**2 (or a spread of them below that
     # level) are rounding, not estimator error.
     constant = acc.sq.m2 <= (RESOLUTION * max(acc.sq.mean, RESOLUTION)) ** 2 * n
-    below = acc.sq.mean < RESOLUTION**2 and not (exact == 0.0)
-    tail = _tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
-                          _reach(s.kind, nm.length, n, s.m), below_resolution=below)
+    below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
+    tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
+                          reach(s.kind, nm.length, n, s.m), below_resolution=below)
     meaningful = exact is not None and stderr > 0 and not below and not constant
     z = (mse - exact) / stderr if meaningful else None
     return MonteCarloResult(
@@ -833,9 +393,11 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     trials : int
         Number of independent estimates, >= 2 (integral floats such as
         ``1e6`` are accepted).
-    seed : int >= 0, numpy.random.SeedSequence or None, default 0
-        Root of all randomness; recorded in the result (entropy and spawn
-        key). The same seed gives the same estimates on every backend.
+    seed : None, int >= 0, numpy.random.SeedSequence or numpy.random.Generator, default 0
+        Root of all randomness (:func:`rfkernels.validation.seed_sequence`;
+        a Generator is consumed once to seed a new SeedSequence); recorded
+        in the result (entropy and spawn key). The same seed gives the same
+        estimates on every backend.
     backend : {'numpy', 'numba', 'cupy'}, default 'numpy'
         Where the reduced method runs; the literal method evaluates the core's
         feature maps on NumPy (``numpy``, ``numba``) or CuPy arrays.

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from rfkernels import theory
-from rfkernels._validation import check_int
+from rfkernels.validation import check_int
 
 #: Grid axes, in the order they appear in tables.
 GRID_AXES = ("kind", "ensemble", "norms", "backend", "d", "m", "angle", "norm_x", "norm_y", "norm_sum")

@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rfkernels._io import atomic_write, git_revision, package_versions
-from rfkernels._validation import ENSEMBLES, KINDS, NORMS, check_memory
+from rfkernels.storage import atomic_write, git_revision, package_versions
+from rfkernels.validation import ENSEMBLES, KINDS, NORMS, check_memory
 from rfkernels.backends import BACKENDS
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
@@ -160,7 +160,7 @@ class SweepSpec:
             if axis not in out:
                 raise SweepError(f"grid.{axis}: missing (required axes: {', '.join(_REQUIRED)})")
         try:
-            check_norm_axes(out, "grid")
+            check_norm_axes(out, "grid.norm_sum")
         except ValueError as exc:
             raise SweepError(str(exc)) from None
         if "norm_sum" not in out:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rfkernels._io import atomic_write
+from rfkernels.storage import atomic_write
 
 #: The package style sheet (``plt.style.use(STYLE)``).
 STYLE = os.path.join(os.path.dirname(__file__), "paper.mplstyle")

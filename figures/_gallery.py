@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rfkernels._io import atomic_write
+from rfkernels.storage import atomic_write
 
 from . import FIGURES
 

@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 
-from rfkernels._io import atomic_write
+from rfkernels.storage import atomic_write
 
 #: The manifest beside the figures (format, provenance, the files written).
 MANIFEST_NAME = "figures.json"

@@ -12,7 +12,7 @@ import datetime
 import math
 import os
 
-from rfkernels._io import atomic_write, git_revision, package_versions
+from rfkernels.storage import atomic_write, git_revision, package_versions
 
 from ._output import FORMAT, REPORT_HEADER, REPORT_NAME, manifest_files, write_manifest
 

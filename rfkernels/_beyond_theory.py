@@ -119,7 +119,7 @@ import numpy as np
 from scipy import linalg, special
 
 from . import _hypergeometric as hg
-from ._validation import check_choice, check_finite, check_norms
+from .validation import check_choice, check_finite, check_norms
 
 #: Kinds with an exact theory here (``"oprf"`` is new; the simplex ensemble covers all).
 EXACT_KINDS = ("trig", "positive", "hyperbolic", "oprf")
@@ -622,7 +622,7 @@ def exact_mse_beyond_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi"
     grep worst``.
     """
     th = _theory()
-    from ._validation import check_bool
+    from .validation import check_bool
 
     log = check_bool(log, "log")
     check_choice(kind, "kind", EXACT_KINDS)

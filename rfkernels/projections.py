@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import (
+from .validation import (
     check_bool,
     check_ensemble,
     check_int,
@@ -42,7 +42,7 @@ def orthogonal_blocks(n_blocks, d, rng, fix_signs=True):
     d : int
         Their size, >= 1.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-        Source of randomness (see :func:`rfkernels._validation.check_seed`);
+        Source of randomness (see :func:`rfkernels.validation.check_seed`);
         a Generator is used in place, so its stream advances.
     fix_signs : bool, default True
         Multiply the columns of Q by ``sign(diag(R))``. With the fix the

@@ -66,7 +66,7 @@ import numpy as np
 
 from . import _elementary as elem
 from . import rng
-from ._validation import (
+from .validation import (
     _complex_error,
     check_choice,
     check_finite,

@@ -46,7 +46,7 @@ import numbers
 import numpy as np
 
 from . import _elementary as elem
-from ._validation import check_real
+from .validation import check_real, seed_sequence
 from .backends import get_array_module
 
 __all__ = [
@@ -206,8 +206,8 @@ def key_from_seed(seed):
 
     Parameters
     ----------
-    seed : int >= 0 or numpy.random.SeedSequence
-        An integer is passed to ``numpy.random.SeedSequence``; a
+    seed : None, int >= 0, numpy.random.SeedSequence or numpy.random.Generator
+        Any seed :func:`rfkernels.validation.seed_sequence` accepts; a
         ``SeedSequence`` (for instance one of ``SeedSequence(s).spawn(n)``) is
         used as it is.
 
@@ -223,17 +223,7 @@ def key_from_seed(seed):
     key) is enough to regenerate any single number, on any backend and with
     any chunking or thread count.
     """
-    if isinstance(seed, np.random.SeedSequence):
-        seq = seed
-    elif isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, (bool, np.bool_)):
-        if int(seed) < 0:
-            raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
-        seq = np.random.SeedSequence(int(seed))
-    else:
-        raise TypeError(
-            "seed must be a non-negative int or a numpy.random.SeedSequence; "
-            f"got {type(seed).__name__}"
-        )
+    seq = seed_sequence(seed)
     return seq.generate_state(2, np.uint32)
 
 

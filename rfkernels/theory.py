@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _hypergeometric as hg
-from ._validation import (
+from .validation import (
     KINDS,
     NORMS,
     check_bool,

@@ -18,7 +18,6 @@ from rfkernels.analysis.points import point_geometry
 
 import rfkernels
 from rfkernels import (
-    _validation,
     draw_projections,
     estimate,
     favor_attention,
@@ -30,6 +29,7 @@ from rfkernels import (
     softmax_attention,
     softmax_kernel,
     theory,
+    validation,
 )
 from rfkernels.backends import cupy_available
 from rfkernels.projections import orthogonal_blocks
@@ -191,7 +191,8 @@ def test_compare_names_what_is_missing_or_wrong(geometry, match):
     ({"ensembles": "orthogonal-qr"}, ValueError, "ensemble must be one of"),
     ({"m": "8"}, TypeError, "m must be an integer"),
     ({"m": [8, 0]}, ValueError, "m must be an integer >= 1"),
-    ({"seed": None}, TypeError, "seed must be a non-negative int"),
+    ({"seed": 1.5}, TypeError, "seed must be None, a non-negative int"),
+    ({"seed": np.random.SeedSequence(1, spawn_key=(2,))}, ValueError, "root SeedSequence"),
     ({"geometries": "d=4"}, TypeError, "geometries must be a dict"),
 ])
 def test_compare_refuses_bad_arguments(kwargs, error, match):
@@ -286,7 +287,7 @@ def test_favor_attention_names_the_overflowing_norm(kind, causal):
 @pytest.fixture
 def small_machine(monkeypatch):
     """A machine with 1 GiB: the checks refuse anything above 0.8 GiB."""
-    monkeypatch.setattr(_validation, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(validation, "available_memory", lambda: 2**30)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])

@@ -16,7 +16,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from rfkernels._validation import KINDS
+from rfkernels.validation import KINDS
 from rfkernels.analysis.attention import (
     DEFAULT_INPUT_SCALE,
     AttentionMSETable,

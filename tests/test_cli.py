@@ -314,7 +314,7 @@ def test_mse_m_1e9_fails_in_one_line_before_allocating():
     # In a child process that sees a 2 GiB machine (and cannot get more than
     # 6 GiB of address space, so a missing check cannot hurt the test machine),
     # m = 1e9 projections must be refused by the memory estimate, not by numpy.
-    script = ("import sys, rfkernels._validation as v; v.available_memory = lambda: 2 * 2**30; "
+    script = ("import sys, rfkernels.validation as v; v.available_memory = lambda: 2 * 2**30; "
               "from rfkernels.cli import main; "
               "sys.exit(main(['mse', '--m', '1e9', '--backend', 'numpy', '--trials', '2000', "
               "'--no-progress']))")

@@ -169,7 +169,7 @@ def test_report_table_is_valid_markdown(quick):
 
 def test_report_and_manifest_record_provenance(quick):
     import rfkernels
-    from rfkernels._io import git_revision
+    from rfkernels.storage import git_revision
 
     out, results = quick
     text = (out / "report.md").read_text()

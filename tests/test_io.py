@@ -1,11 +1,11 @@
-"""rfkernels._io: atomic writes keep the permissions ``open()`` would give."""
+"""rfkernels.storage: atomic writes keep the permissions ``open()`` would give."""
 
 import os
 import stat
 
 import pytest
 
-from rfkernels._io import atomic_write, current_umask
+from rfkernels.storage import atomic_write, current_umask
 
 
 @pytest.fixture

@@ -341,7 +341,7 @@ def _never(done, total):
     ({"m": 0}, ValueError, r"m must be an integer >= 1"),
     ({"chunk": 0}, ValueError, r"chunk must be an integer >= 1"),
     ({"seed": -3}, ValueError, r"seed must be a non-negative integer"),
-    ({"seed": 1.5}, TypeError, r"seed must be a non-negative int"),
+    ({"seed": 1.5}, TypeError, r"seed must be None, a non-negative int"),
     ({"progress": 5}, TypeError, r"progress must be a callable"),
     ({"x": [0.1, np.nan, 0.0]}, ValueError, r"x must be finite"),
     ({"x": np.ones((2, 3))}, ValueError, r"x must be a 1-D vector"),

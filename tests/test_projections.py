@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from rfkernels._validation import ENSEMBLES, NORMS
+from rfkernels.validation import ENSEMBLES, NORMS
 from rfkernels.backends import cupy_available
 from rfkernels.projections import draw_projections, orthogonal_blocks
 

@@ -786,7 +786,7 @@ def test_a_killed_pool_worker_is_reported_and_resume_continues(tmp_path, monkeyp
 
 def test_a_point_beyond_the_machine_memory_is_refused_before_anything(tmp_path, capsys,
                                                                       monkeypatch):
-    import rfkernels._validation as validation
+    import rfkernels.validation as validation
 
     monkeypatch.setattr(validation, "available_memory", lambda: 16 * 2**30)
     out = tmp_path / "o"

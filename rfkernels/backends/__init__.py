@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .._validation import check_choice
+from ..validation import check_choice
 
 #: Backend names accepted by ``backend=`` arguments.
 BACKENDS = ("numpy", "numba", "cupy")

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .._io import atomic_write, git_revision, package_versions
+from ..storage import atomic_write, git_revision, package_versions
 from ..cli import command
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
@@ -28,7 +28,7 @@ DEFAULT_M = (2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def _add_attention(p):
-    from rfkernels._validation import ENSEMBLES, KINDS, NORMS
+    from rfkernels.validation import ENSEMBLES, KINDS, NORMS
     from rfkernels.analysis.attention import DEFAULT_INPUT_SCALE
     from rfkernels.attention import NONPOSITIVE_POLICIES
 

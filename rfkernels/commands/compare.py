@@ -206,7 +206,7 @@ def _check_audit_memory(ds, ms, trials):
 
     (This estimate belongs in rfkernels.analysis.bias_audit; it is here until that checks itself.)
     """
-    from .._validation import check_memory
+    from ..validation import check_memory
 
     for d in ds:
         for m in ms:

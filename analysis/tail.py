@@ -1,0 +1,198 @@
+r"""Tail diagnostics of the squared errors: when a Monte Carlo standard error can be trusted.
+
+The squared error of positive and hyperbolic estimates is roughly
+log-normal, with a fourth moment growing like :math:`e^{4|u|^2}`: for
+:math:`|u|^2 \gtrsim 1` the sample MSE converges slowly, usually sits below
+the truth, and its naive standard error is too small (MATH.md, "Monte Carlo
+error is heavy-tailed"). We fit a generalized Pareto distribution to the
+largest :math:`M = \lceil\min(0.2 S, 3\sqrt{S})\rceil` of the S squared
+errors (Zhang and Stephens' estimator with the weak prior used by Pareto
+smoothed importance sampling [1]_ [2]_). Its shape :math:`\hat k` says how
+many moments the tail behaves as having: :math:`1/\hat k`. The standard
+error needs a finite variance of the squared errors, i.e. :math:`k < 1/2`,
+so ``tail_ok`` requires :math:`\hat k <` :data:`TAIL_K_MAX` (= 0.5). With
+fewer than :data:`MIN_TAIL` tail points no fit is made and ``tail_ok`` is
+False. The largest squared error's share of their sum (``max_share``) is
+reported beside it.
+
+A sample can only show the tail it has reached. For positive and
+hyperbolic features the variance of one term :math:`e^{a p - a^2/2}`
+(:math:`a = |x + y|`, :math:`p \approx N(0, 1)`) comes from draws near
+:math:`p = 2a`, where :math:`e^{2ap - p^2/2}` peaks; far beyond the sample's
+reach every estimate is close to its typical value, the squared errors look
+tame (even constant) and the MSE is badly underestimated. ``tail.reach`` is
+the expected number of projections drawn beyond :math:`2a`,
+:math:`S\, m\, \bar\Phi(2a)` (twice that for hyperbolic features, which
+have both tails); ``tail_ok`` also requires ``reach >=``
+:data:`REACH_MIN` (= 100). Trig errors are bounded and have no such
+region (``reach`` is None).
+
+References
+----------
+.. [1] J. Zhang and M. A. Stephens, "A new and efficient estimation method
+   for the generalized Pareto distribution", Technometrics 51(3), 316-325,
+   2009.
+.. [2] A. Vehtari, D. Simpson, A. Gelman, Y. Yao and J. Gabry, "Pareto
+   smoothed importance sampling", JMLR 25(72), 1-58, 2024.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["MIN_TAIL", "REACH_MIN", "TAIL_K_MAX", "TailDiagnostic", "pareto_k_hat", "tail_size"]
+
+#: ``tail_ok`` is ``k_hat < TAIL_K_MAX``: below 1/2 the squared errors have a finite variance.
+TAIL_K_MAX = 0.5
+#: Fewest tail points for a Pareto fit (fewer: no k-hat, ``tail_ok`` False).
+MIN_TAIL = 5
+#: ``tail_ok`` needs at least this many projections expected beyond 2|x + y| (see ``reach``).
+REACH_MIN = 100.0
+
+
+@dataclass(frozen=True)
+class TailDiagnostic:
+    """The upper tail of the squared errors.
+
+    Attributes
+    ----------
+    k_hat : float
+        Generalized Pareto shape fitted to the largest ``n_tail`` squared
+        errors; NaN when no fit was made (see ``note``).
+    max_share : float
+        Largest squared error / sum of squared errors (NaN if all are 0).
+    n_tail : int
+        Number of tail points fitted (``ceil(min(0.2 S, 3 sqrt(S)))``).
+    reach : float or None
+        Expected number of projections drawn where the MSE of a positive
+        (hyperbolic) estimate comes from, beyond ``2|x + y|``:
+        ``S m Phi(-2|x + y|)`` (twice that); None for trig features.
+    ok : bool
+        Whether the standard error of the MSE can be trusted:
+        ``k_hat < TAIL_K_MAX`` and ``reach >= REACH_MIN``; or all squared
+        errors 0 (an exact estimator).
+    note : str
+        Why ``ok`` is what it is.
+    """
+
+    k_hat: float
+    max_share: float
+    n_tail: int
+    reach: float | None
+    ok: bool
+    note: str
+
+
+
+
+def tail_size(samples):
+    """``ceil(min(0.2 S, 3 sqrt(S)))``: how many of S values the tail fit uses."""
+    return math.ceil(min(0.2 * samples, 3.0 * math.sqrt(samples)))
+
+
+def _gpd_k(exceedances):
+    """Zhang-Stephens estimate of the generalized Pareto shape, with PSIS's weak prior.
+
+    ``exceedances`` are the values above the threshold minus the threshold,
+    sorted ascending, at least :data:`MIN_TAIL` of them, the largest > 0.
+    Returns the shape k (> 0: heavy tail with moments of order < 1/k).
+    """
+    x = np.asarray(exceedances, dtype=np.float64)
+    n = x.size
+    prior_bs, prior_k = 3.0, 10.0
+    m_est = 30 + math.isqrt(n)
+    quartile = x[int(n / 4 + 0.5) - 1]
+    if quartile <= 0.0:  # ties at the threshold: use the smallest positive exceedance
+        quartile = x[x > 0][0]
+    b = 1.0 - np.sqrt(m_est / (np.arange(1, m_est + 1, dtype=np.float64) - 0.5))
+    b = b / (prior_bs * quartile) + 1.0 / x[-1]
+    # one b at a time: a (len(b), n) matrix would cost ~50 MB at n = 30000 (1e8 trials)
+    k = np.array([np.log1p(-bj * x).mean() for bj in b])
+    len_scale = n * (np.log(-(b / k)) - k - 1.0)
+    with np.errstate(over="ignore"):
+        weights = 1.0 / np.exp(len_scale - len_scale[:, None]).sum(axis=1)
+    keep = weights >= 10 * np.finfo(np.float64).eps
+    weights, b = weights[keep], b[keep]
+    weights = weights / weights.sum()
+    b_post = float(np.sum(b * weights))
+    k_post = float(np.log1p(-b_post * x).mean())
+    return (n * k_post + prior_k * 0.5) / (n + prior_k)
+
+
+def reach(kind, length, samples, m):
+    """Expected projections beyond 2a (see :class:`TailDiagnostic`); None for trig."""
+    if kind == "trig":
+        return None
+    beyond = 0.5 * math.erfc(2.0 * length / math.sqrt(2.0))  # P(N(0, 1) > 2a)
+    return float(samples * m * beyond * (2.0 if kind == "hyperbolic" else 1.0))
+
+
+def tail_from_top(top, samples, total, maximum, constant, reach, below_resolution=False):
+    """:class:`TailDiagnostic` from the ``n_tail + 1`` largest values (any order).
+
+    ``below_resolution``: the normalised squared errors are so small that the
+    rounding of the estimates themselves dominates them (or rounds them all
+    to 0 where the exact MSE is not 0); nothing about the error can be read.
+    """
+    n_tail = tail_size(samples)
+    share = maximum / total if total > 0 else float("nan")
+    k, fit_problem = float("nan"), None
+    if constant:
+        fit_problem = "constant"
+    elif n_tail < MIN_TAIL:
+        fit_problem = f"too few trials for a tail fit (needs {MIN_TAIL} tail points)"
+    else:
+        top = np.sort(np.asarray(top, dtype=np.float64))[-(n_tail + 1):]
+        exceed = top[1:] - top[0]
+        if exceed[-1] <= 0.0:
+            fit_problem = "the largest squared errors are tied: no tail fit"
+        else:
+            k = float(_gpd_k(exceed))
+
+    if below_resolution:
+        ok, note = False, ("the squared errors are at the rounding level of the estimates "
+                           "(relative error below ~1e-14): the Monte Carlo MSE, its error bar "
+                           "and z are not meaningful here; use the exact MSE")
+    elif constant and maximum == 0.0:
+        ok, note = True, "every squared error is 0: the estimator is exact here"
+    elif reach is not None and reach < REACH_MIN:
+        ok, note = False, (f"the trials reach the region the MSE comes from (beyond 2|x+y|) "
+                           f"about {reach:.3g} times (< {REACH_MIN:g}): the MSE is likely "
+                           "underestimated and its standard error meaningless")
+    elif constant:
+        ok, note = False, "every squared error is the same nonzero value: no spread was sampled"
+    elif fit_problem is not None:
+        ok, note = False, fit_problem
+    elif k < TAIL_K_MAX:
+        ok, note = True, f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance"
+    else:
+        ok, note = False, f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable"
+    return TailDiagnostic(k, float(share), n_tail, reach, bool(ok), note)
+
+
+def pareto_k_hat(values):
+    """Pareto k-hat of the upper tail of ``values`` (1-D, finite, >= 5 tail points).
+
+    Fits a generalized Pareto distribution to the largest
+    ``ceil(min(0.2 S, 3 sqrt(S)))`` values above the next one (Zhang and
+    Stephens 2009, with the weak prior of Pareto smoothed importance
+    sampling, Vehtari et al. 2024). ``k < 1/2``: finite variance;
+    ``1/2 <= k < 1``: finite mean only; ``k >= 1``: not even that.
+
+    Returns
+    -------
+    float
+        The estimated shape; NaN if the tail is flat (all top values equal).
+    """
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("values must be finite")
+    n_tail = tail_size(x.size)
+    if n_tail < MIN_TAIL:
+        raise ValueError(f"values must hold enough samples for {MIN_TAIL} tail points; got {x.size}")
+    top = np.sort(x)[-(n_tail + 1):]
+    exceed = top[1:] - top[0]
+    return float("nan") if exceed[-1] <= 0 else float(_gpd_k(exceed))

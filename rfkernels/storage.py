@@ -1,0 +1,76 @@
+"""Writing results safely and recording where they came from.
+
+Every output file of the toolkit (sweep tables, study CSVs, JSON sidecars,
+figure data) goes through :func:`atomic_write`: a temporary file beside the
+target, flushed and fsynced, then renamed over it, so a reader never sees a
+half-written file and a killed run never leaves one behind.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import tempfile
+import threading
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask():
+    """The process umask, read without changing it where the OS allows (Linux)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:  # elsewhere: set and restore (not atomic across threads that change it)
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def atomic_write(path, content):
+    """Write ``content`` (text, or a callable ``content(fh)``) to ``path`` atomically."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp creates 0600; give what open() gives
+        with os.fdopen(fd, "w", newline="") as fh:
+            if callable(content):
+                content(fh)
+            else:
+                fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def git_revision():
+    """The git commit of the installed source tree, or None outside a checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def package_versions():
+    """Versions of rfkernels, Python and the numerical dependencies, for sidecars."""
+    import numba
+    import numpy
+    import scipy
+
+    from . import __version__
+
+    return {"rfkernels": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
+            "scipy": scipy.__version__, "numba": numba.__version__}
