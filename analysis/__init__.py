@@ -6,7 +6,9 @@
   audits the bias of the orthogonal constructions;
 - :mod:`~rfkernels.analysis.sweep` runs resumable grids locally or on Dask;
 - :mod:`~rfkernels.analysis.attention` is the attention-level study
-  (Figure 4 of the Performer paper).
+  (Figure 4 of the Performer paper), with the deterministic feature maps;
+- :mod:`~rfkernels.analysis.capacity` measures the memory capacity of linear
+  attention (how many key/value pairs a feature map stores).
 """
 
 from .monte_carlo import (
@@ -16,6 +18,7 @@ from .monte_carlo import (
     TailDiagnostic,
     monte_carlo_mse,
     monte_carlo_mse_batch,
+    monte_carlo_mse_from_geometry,
     pareto_k_hat,
     trial_estimates,
 )
@@ -23,6 +26,8 @@ from .monte_carlo import (
 from .attention import AttentionMSETable, attention_inputs, attention_mse
 from .comparison import bias_audit, compare, evaluate_point
 from .sweep import SweepError, SweepIOError, SweepSpec, load_table, run_sweep
+from .attention import FeatureMapMSETable, feature_map_attention_mse
+from .capacity import CapacityResult, FeatureMapSpec, capacity, parse_map
 
 __all__ = [
     "AttentionMSETable",
@@ -42,6 +47,13 @@ __all__ = [
     "TailDiagnostic",
     "monte_carlo_mse",
     "monte_carlo_mse_batch",
+    "monte_carlo_mse_from_geometry",
     "pareto_k_hat",
     "trial_estimates",
+    "FeatureMapMSETable",
+    "feature_map_attention_mse",
+    "CapacityResult",
+    "FeatureMapSpec",
+    "capacity",
+    "parse_map",
 ]

@@ -133,30 +133,31 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     notes = [str(th["note"][()])] if th["note"][()] else []
     row["trials"] = 0
     row["tail_ok"] = ""
-    if not theory_only:
-        from .monte_carlo import monte_carlo_mse
+    if not theory_only and not np.isfinite(row["mse_exact"]) and th["note"][()]:
+        notes.append("Monte Carlo not run: the MSE is beyond float64")
+    elif not theory_only:
+        from .monte_carlo import monte_carlo_mse_from_geometry
 
-        x, y = point_vectors(point)
+        exact = row["mse_exact"] if math.isfinite(row["mse_exact"]) else None
+        vectors = point_vectors(point) if method == "literal" else None
         try:
-            res = monte_carlo_mse(
-                x, y, point["m"], point["kind"], ensemble=point["ensemble"], norms=point["norms"],
+            res = monte_carlo_mse_from_geometry(
+                geom, point["m"], point["kind"], ensemble=point["ensemble"], norms=point["norms"],
                 trials=trials, seed=seed, backend=backend, method=method, chunk=chunk,
+                vectors=vectors, mse_exact=exact,
             )
         except FloatingPointError as exc:  # this point's MSE is beyond float64: say so, go on
             notes.append(f"Monte Carlo not run: {exc}")
         else:
-            row.update(_mc_columns(res, row["mse_exact"]))
+            row.update(_mc_columns(res))
     row["note"] = "; ".join(notes)
     row["seconds"] = time.perf_counter() - start
     return row
 
 
-def _mc_columns(res, mse_exact):
-    """The Monte Carlo columns of a row from a Monte Carlo result object."""
+def _mc_columns(res):
+    """The Monte Carlo columns of a row from a Monte Carlo result (its z is the row's z)."""
     low, high = res.ci95
-    # z against this row's exact value, where the Monte Carlo result says a z means anything
-    meaningful = res.z is not None and res.stderr > 0 and math.isfinite(mse_exact)
-    z = (res.mse - mse_exact) / res.stderr if meaningful else float("nan")
     return {
         "trials": int(res.trials),
         "mse_mc": float(res.mse),
@@ -165,7 +166,7 @@ def _mc_columns(res, mse_exact):
         "ci_high": float(high),
         "bias": float(res.bias),
         "bias_stderr": float(res.bias_stderr),
-        "z": float(z),
+        "z": float("nan") if res.z is None else float(res.z),
         "k_hat": float(res.tail.k_hat),
         "max_share": float(res.tail.max_share),
         "tail_ok": bool(res.tail_ok),

@@ -105,6 +105,7 @@ __all__ = [
     "TailDiagnostic",
     "monte_carlo_mse",
     "monte_carlo_mse_batch",
+    "monte_carlo_mse_from_geometry",
     "pareto_k_hat",
     "peak_bytes",
     "tail_size",
@@ -166,8 +167,14 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
 
 
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-           names=("X", "Y"), keep_all=False):
-    """Every check, before any work; returns the validated :class:`_Setup`."""
+           names=("X", "Y"), keep_all=False, geometry=None, exact=None):
+    """Every check, before any work; returns the validated :class:`_Setup`.
+
+    ``geometry`` (one pair's :class:`rfkernels.theory.Geometry`) and its
+    ``exact`` MSE (None: no closed form) may come from a caller that has
+    computed them already (:func:`rfkernels.analysis.comparison.evaluate_point`);
+    the reduced method then needs no vectors (``X = Y = None``).
+    """
     check_kind(kind)
     check_ensemble(ensemble, ENSEMBLES)
     check_norms(norms)
@@ -188,13 +195,18 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             "not rotation invariant, so the scalar projections cannot be drawn on their own; "
             "use method='literal'"
         )
-    Xa = check_matrix(X, names[0])
-    Ya = check_matrix(Y, names[1])
-    d = check_same_d([Xa.shape, Ya.shape], list(names))
-    if Xa.shape[0] != Ya.shape[0]:
-        raise ValueError(f"{names[0]} and {names[1]} must hold the same number of rows (pairs); "
-                         f"got {Xa.shape[0]} and {Ya.shape[0]}")
-    if Xa.shape[0] > reduced.MAX_PAIRS:
+    if geometry is None or X is not None or method == "literal":
+        Xa = check_matrix(X, names[0])
+        Ya = check_matrix(Y, names[1])
+        d = check_same_d([Xa.shape, Ya.shape], list(names))
+        if Xa.shape[0] != Ya.shape[0]:
+            raise ValueError(f"{names[0]} and {names[1]} must hold the same number of rows (pairs); "
+                             f"got {Xa.shape[0]} and {Ya.shape[0]}")
+        pairs = Xa.shape[0]
+    else:
+        Xa = Ya = None
+        d, pairs = int(geometry.d), 1
+    if pairs > reduced.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
     if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
         reduced.engine_namespace(backend)
@@ -207,17 +219,18 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     n = min(chunk, trials)
     if backend != "cupy":  # CuPy's arrays live on the device, whose allocator raises MemoryError
         check_memory(
-            peak_bytes(m, d, Xa.shape[0], n, method=method, backend=backend, ensemble=ensemble)
+            peak_bytes(m, d, pairs, n, method=method, backend=backend, ensemble=ensemble)
             + 16 * trials * int(keep_all),
-            f"a Monte Carlo run with m={m} projections, d={d}, {Xa.shape[0]} pair(s) and "
+            f"a Monte Carlo run with m={m} projections, d={d}, {pairs} pair(s) and "
             f"{n} trial(s) per chunk (method={method!r}, backend={backend!r})"
             + (f", keeping all {trials} estimates" if keep_all else ""),
         )
 
-    geom = theory.geometry(Xa, Ya)
-    norm, exact, sm = [], [], []
-    for k in range(Xa.shape[0]):
-        g = theory.Geometry(*(np.asarray(a)[k] for a in geom))
+    known = geometry is not None
+    geom = geometry if known else theory.geometry(Xa, Ya)
+    norm, exacts, sm = [], [], []
+    for k in range(pairs):
+        g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
         log_sm = float(g.log_sm)
         if log_sm > _LOG_MAX:
             raise FloatingPointError(
@@ -225,18 +238,20 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             )
         norm.append(reduced.normalisation(kind, g.half_sq, g.s, g.t))
         sm.append(math.exp(log_sm))
-        if ensemble in theory.THEORY_ENSEMBLES:
+        if known and not (isinstance(exact, str) and exact == COMPUTE):
+            exacts.append(exact)
+        elif ensemble in theory.THEORY_ENSEMBLES:
             log_exact = float(theory.exact_mse_from_geometry(g, m, kind, ensemble=ensemble,
                                                              norms=norms, log=True))
             if log_exact > _LOG_MAX:
                 raise FloatingPointError(
                     f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
                 )
-            exact.append(math.exp(log_exact))
+            exacts.append(math.exp(log_exact))
         else:
-            exact.append(None)
+            exacts.append(None)
     return _Setup(Xa, Ya, m, d, kind, ensemble, norms, trials, seq, backend, method, chunk,
-                  progress, norm, exact, sm)
+                  progress, norm, exacts, sm)
 
 
 # ---------------------------------------------------------------------------
@@ -457,6 +472,36 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     X, Y = _one_pair(x, y)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
                names=("x", "y"))
+    return _run(s)[0]
+
+
+#: ``mse_exact`` default of :func:`monte_carlo_mse_from_geometry`: compute it.
+COMPUTE = "compute"
+
+
+def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="chi", trials,
+                                  seed=0, backend="numpy", method="reduced", chunk=None,
+                                  progress=None, vectors=None, mse_exact=COMPUTE):
+    """:func:`monte_carlo_mse` of the pair whose :class:`rfkernels.theory.Geometry` is ``geometry``.
+
+    The estimators depend on (x, y) only through the geometry's invariants,
+    so the reduced method needs nothing else; the literal method also needs
+    the vectors, ``vectors=(x, y)``. A caller that already holds the exact
+    MSE passes it as ``mse_exact`` (a float, or None where there is no closed
+    form), so that it is computed once; by default it is computed here.
+    Results equal :func:`monte_carlo_mse`'s for the same seed.
+    """
+    if not isinstance(geometry, theory.Geometry) or np.ndim(geometry.s) != 0:
+        raise TypeError("geometry must be the rfkernels.theory.Geometry of one pair "
+                        f"(theory.geometry(x, y)); got {type(geometry).__name__}")
+    X = Y = None
+    if vectors is not None:
+        X, Y = _one_pair(*vectors)
+    known = mse_exact != COMPUTE if isinstance(mse_exact, str) else True
+    if known and mse_exact is not None:
+        mse_exact = float(mse_exact)
+    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
+               names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE)
     return _run(s)[0]
 
 

@@ -524,3 +524,23 @@ def test_reported_numbers_do_not_depend_on_backend_or_chunk(kind):
     keys = {(r.mse, r.stderr, r.ci95, r.bias, r.bias_stderr, r.mean_estimate, r.z,
              r.tail.k_hat, r.tail.max_share) for r in runs}
     assert len(keys) == 1
+
+
+@pytest.mark.parametrize("method", ["reduced", "literal"])
+def test_from_geometry_equals_monte_carlo_mse(method):
+    from rfkernels.analysis import monte_carlo_mse_from_geometry
+
+    x, y = theory.pair(6, 0.4, 0.5, 1.2)
+    geom = theory.geometry(x, y)
+    opts = dict(ensemble="orthogonal", trials=3000, seed=4, method=method)
+    ref = monte_carlo_mse(x, y, 6, "hyperbolic", **opts)
+    vectors = (x, y) if method == "literal" else None
+    got = monte_carlo_mse_from_geometry(geom, 6, "hyperbolic", vectors=vectors, **opts)
+    given = monte_carlo_mse_from_geometry(geom, 6, "hyperbolic", vectors=vectors,
+                                          mse_exact=ref.mse_exact, **opts)
+    for r in (got, given):
+        assert (r.mse, r.stderr, r.z, r.mse_exact) == (ref.mse, ref.stderr, ref.z, ref.mse_exact)
+    with pytest.raises(TypeError, match="Geometry of one pair"):
+        monte_carlo_mse_from_geometry(theory.geometry(x[None], y[None]), 6, "positive", trials=10)
+    with pytest.raises(ValueError, match="X must be a 2-D array|x must"):
+        monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, method="literal")

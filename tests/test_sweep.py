@@ -1,5 +1,6 @@
 """Comparisons and sweeps: grids, determinism, resuming, refusing, Dask."""
 
+import math
 import csv
 import io
 import json
@@ -879,3 +880,29 @@ def test_point_memory_bounds_the_traced_peak(d, m, method, ensemble):
     finally:
         tracemalloc.stop()
     assert peak <= sweep_mod.point_memory(d, m, method, ensemble)
+
+
+@pytest.mark.parametrize("method", ["reduced", "literal"])
+def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
+    """A grid point goes down the layers once: one geometry, one exact MSE, one z."""
+    from rfkernels import theory
+    from rfkernels.analysis import evaluate_point
+
+    calls = {"exact": 0, "geometry": 0}
+    exact_mse, geometry = theory.exact_mse_from_geometry, theory.geometry
+
+    def count_exact(*a, **k):
+        calls["exact"] += 1
+        return exact_mse(*a, **k)
+
+    def count_geometry(*a, **k):
+        calls["geometry"] += 1
+        return geometry(*a, **k)
+
+    monkeypatch.setattr(theory, "exact_mse_from_geometry", count_exact)
+    monkeypatch.setattr(theory, "geometry", count_geometry)
+    point = {"kind": "positive", "ensemble": "orthogonal", "norms": "chi", "d": 4, "m": 4,
+             "angle": 1.0, "norm_x": 0.3, "norm_y": 0.3}
+    row = evaluate_point(point, trials=500, seed=1, method=method)
+    assert calls == {"exact": 1, "geometry": 0}
+    assert math.isfinite(row["z"]) and row["z"] == (row["mse_mc"] - row["mse_exact"]) / row["stderr"]

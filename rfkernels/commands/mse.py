@@ -75,7 +75,7 @@ def theory_values(geom, m, kind, ensemble, norms):
 @command("mse", "Monte Carlo MSE of an estimator beside Lemma 2, Theorem 2 and the exact MSE")(_add_mse)
 def _run_mse(args):
     from .. import theory
-    from ..analysis.monte_carlo import monte_carlo_mse
+    from ..analysis.monte_carlo import monte_carlo_mse_from_geometry
 
     x, y = theory.pair(args.d, args.norm_x, args.norm_y, args.angle)
     geom = theory.geometry(x, y)
@@ -94,10 +94,10 @@ def _run_mse(args):
         progress = report
 
     try:
-        res = monte_carlo_mse(
-            x, y, args.m, args.kind, ensemble=args.ensemble, norms=args.norms, trials=args.trials,
+        res = monte_carlo_mse_from_geometry(  # the geometry computed once, above
+            geom, args.m, args.kind, ensemble=args.ensemble, norms=args.norms, trials=args.trials,
             seed=args.seed, backend=args.backend, method=args.method, chunk=args.chunk,
-            progress=progress,
+            progress=progress, vectors=(x, y),
         )
     finally:
         if bar is not None:
