@@ -26,6 +26,8 @@ FIGURES = {
     "orthogonality_gain": "orthogonality_gain",
     "feature_budget": "feature_budget",
     "bias_audit": "bias_audit",
+    "zoo_attention": "zoo_attention",
+    "capacity": "capacity",
 }
 
 

@@ -5,6 +5,9 @@ maps (:func:`feature_map`, :func:`estimate`, :func:`log_estimate`), the exact
 kernel (:func:`softmax_kernel`, :func:`log_softmax_kernel`), closed-form theory (:mod:`rfkernels.theory`),
 FAVOR and exact attention (:func:`favor_attention`, :func:`softmax_attention`)
 and the counter-based generator (:mod:`rfkernels.rng`).
+The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
+identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
+:func:`linear_attention`.
 """
 
 from ._validation import ENSEMBLES, KINDS, NORMS
@@ -12,6 +15,9 @@ from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate, log_softmax_kernel, softmax_kernel
 from .theory import pair
 from .projections import draw_projections
+
+from .attention import linear_attention
+from .features import FEATURE_MAPS, feature_dimension
 
 __version__ = "0.1.0"
 
@@ -29,4 +35,7 @@ __all__ = [
     "softmax_attention",
     "softmax_kernel",
     "__version__",
+    "FEATURE_MAPS",
+    "feature_dimension",
+    "linear_attention",
 ]

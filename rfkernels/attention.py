@@ -50,7 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import (
+from .backends import get_array_module, to_numpy
+from .features import FEATURE_MAPS, _check_map, feature_dimension, feature_map
+from .validation import (
     KINDS,
     check_bool,
     check_choice,
@@ -60,8 +62,6 @@ from ._validation import (
     check_memory,
     check_same_d,
 )
-from .backends import get_array_module, to_numpy
-from .features import FEATURE_MAPS, _check_map, feature_dimension, feature_map
 
 __all__ = [
     "NONPOSITIVE_POLICIES",

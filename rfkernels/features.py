@@ -44,7 +44,8 @@ import math
 
 import numpy as np
 
-from ._validation import (
+from .backends import get_array_module
+from .validation import (
     KINDS,
     check_bool,
     check_finite,
@@ -53,7 +54,6 @@ from ._validation import (
     check_memory,
     check_same_d,
 )
-from .backends import get_array_module
 
 __all__ = [
     "FEATURE_MAPS",

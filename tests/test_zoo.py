@@ -7,6 +7,7 @@ worked examples of the source document, and the attention-error study.
 
 import numpy as np
 import pytest
+from rfkernels.analysis.attention import attention_inputs, feature_map_attention_mse
 
 from rfkernels import (
     FEATURE_MAPS,
@@ -17,7 +18,7 @@ from rfkernels import (
     feature_map,
     linear_attention,
 )
-from rfkernels.analysis.attention import attention_inputs, feature_map_attention_mse
+from rfkernels.backends import cupy_available
 
 RNG = np.random.default_rng(13)
 X = RNG.standard_normal((7, 5))
@@ -38,8 +39,20 @@ def _dpfp_loops(x, nu):
 
 
 def test_feature_map_names_are_apart_from_the_random_kinds():
+    from rfkernels.analysis import monte_carlo_mse
+
+    from rfkernels import estimate, theory
+
     assert FEATURE_MAPS == ("identity", "elu1", "dpfp")
     assert not set(FEATURE_MAPS) & set(KINDS)
+    # estimates, theory and Monte Carlo take the random kinds only
+    x = np.ones(3) / 3
+    for kind in FEATURE_MAPS:
+        for call in (lambda k=kind: estimate(x, x, np.ones((2, 3)), k),
+                     lambda k=kind: theory.exact_mse(x, x, 4, k),
+                     lambda k=kind: monte_carlo_mse(x, x, 4, k, trials=10, backend="numpy")):
+            with pytest.raises(ValueError, match="kind must be one of 'trig', 'positive', 'hyperbolic'"):
+                call()
 
 
 @pytest.mark.parametrize("nu", [1, 2, 3, 9])
@@ -89,19 +102,25 @@ def test_seed_sum_normalisation_example():
 @pytest.mark.parametrize("kind", ["positive", "hyperbolic", "elu1", "dpfp"])
 def test_sum_normalisation_divides_by_the_sum(kind):
     W = draw_projections(6, 5, seed=1) if kind in KINDS else None
-    phi = feature_map(X, W, kind)
-    phi_s = feature_map(X, W, kind, sum_normalize=True)
+    nu = 2 if kind == "dpfp" else None  # DPFP-1 of X[5] (signs +-+-+) is 0: see test_feature_map_errors
+    phi = feature_map(X, W, kind, nu=nu)
+    phi_s = feature_map(X, W, kind, nu=nu, sum_normalize=True)
     np.testing.assert_allclose(phi_s, phi / phi.sum(axis=1, keepdims=True), rtol=1e-13)
     np.testing.assert_allclose(phi_s.sum(axis=1), 1.0, rtol=1e-14)
 
 
 def test_sum_normalisation_does_not_overflow_where_the_features_would():
     W = draw_projections(6, 5, seed=1)
-    with pytest.raises(FloatingPointError):
-        feature_map(X * 40, W, "positive")
-    assert np.isfinite(feature_map(X * 40, W, "positive", sum_normalize=True)).all()
-    big = feature_map(X * 1e200, None, "dpfp", sum_normalize=True)
-    np.testing.assert_allclose(big, feature_map(X, None, "dpfp", sum_normalize=True), rtol=1e-14)
+    assert (feature_map(X * 40, W, "positive") == 0).all()  # exp(w.x - |x|^2/2) underflows
+    phi_s = feature_map(X * 40, W, "positive", sum_normalize=True)
+    np.testing.assert_allclose(phi_s.sum(axis=1), 1.0, rtol=1e-14)
+    e = (X * 40) @ W.T
+    np.testing.assert_allclose(phi_s, np.exp(e - e.max(axis=1, keepdims=True))
+                               / np.exp(e - e.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True),
+                               rtol=1e-13)
+    big = feature_map(X * 1e200, None, "dpfp", nu=2, sum_normalize=True)
+    np.testing.assert_allclose(big, feature_map(X, None, "dpfp", nu=2, sum_normalize=True),
+                               rtol=1e-14)
     with pytest.raises(FloatingPointError, match="overflowed"):
         feature_map(X * 1e200, None, "dpfp")
 
@@ -121,6 +140,8 @@ def test_sum_normalisation_does_not_overflow_where_the_features_would():
         (lambda: feature_map(X, None, "elu1", sum_normalize=1), TypeError, "sum_normalize"),
         (lambda: feature_map(np.array([[0.0, 1.0]]), None, "dpfp", sum_normalize=True),
          FloatingPointError, r"1 row\(s\) have features that are all 0 \(rows 0\)"),
+        (lambda: feature_map(X, None, "dpfp", sum_normalize=True),  # X[5] has signs + - + - +
+         FloatingPointError, r"1 row\(s\) have features that are all 0 \(rows 5\)"),
     ],
 )
 def test_feature_map_errors(call, exc, match):
@@ -151,7 +172,8 @@ def _direct(Q, K, V, kind, W=None, nu=None, causal=False, normalization="attenti
     if causal:
         a = np.tril(a)
     out = a @ V
-    return out if s else out / a.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):  # zero normalisers: NaN rows, skipped
+        return out if s else out / a.sum(axis=1, keepdims=True)
 
 
 def _qkv(L=37, d=4, d_v=3, seed=0):
@@ -171,9 +193,12 @@ def test_linear_attention_is_the_direct_computation(kind, nu, causal, normalizat
     if normalization == "sum" and kind == "identity":
         pytest.skip("identity features can be negative: no sum normalisation")
     Q, K, V = _qkv()
-    Q[5] = 0.0  # identity: a zero normaliser (reported, not divided by silently)
+    if kind == "identity":
+        Q[5] = 0.0  # a zero normaliser (reported, not divided by silently)
     W = draw_projections(8, 4, seed=2) if kind in KINDS else None
     want = _direct(Q, K, V, kind, W, nu, causal, normalization)
+    weights = feature_map(Q, W, kind, nu=nu) @ feature_map(K, W, kind, nu=nu).T
+    zero_rows = np.flatnonzero((np.tril(weights) if causal else weights).sum(axis=1) <= 0)
     for block in (None, 5):
         res = linear_attention(Q, K, V, W, kind, nu=nu, causal=causal, normalization=normalization,
                                block_size=block, nonpositive="divide")
@@ -183,10 +208,13 @@ def test_linear_attention_is_the_direct_computation(kind, nu, causal, normalizat
         assert res.normalization == normalization and res.nu == nu and res.kind == kind
         if normalization == "sum":
             assert res.denominators is None and res.n_nonpositive_denominators == 0
-        elif kind == "identity":
-            assert 5 in res.nonpositive_rows  # phi(q_5) = 0: normaliser exactly 0
-        else:
-            assert res.n_nonpositive_denominators == 0 and (res.denominators > 0).all()
+            continue
+        # identity: phi(q_5) = 0; DPFP: rows whose features share no support with any key's
+        np.testing.assert_array_equal(res.nonpositive_rows, zero_rows)
+        if kind == "identity":
+            assert 5 in zero_rows
+        if kind not in ("identity", "dpfp"):
+            assert zero_rows.size == 0 and (res.denominators > 0).all()
 
 
 def test_linear_attention_is_favor_attention_for_random_kinds():
@@ -276,3 +304,41 @@ def test_feature_map_attention_mse_matches_a_direct_computation():
     assert r["mse_se"] == pytest.approx(table.per_sample_mse[0].std(ddof=1) / np.sqrt(3), rel=1e-12)
     with pytest.raises(ValueError, match="kinds must be among"):
         feature_map_attention_mse(64, 4, kinds=("positive",), samples=2)
+
+
+def test_zoo_attention_figure_pairs_favor_and_the_maps_on_the_same_inputs():
+    from rfkernels.analysis import attention_mse
+    from rfkernels.figures import figure_module
+
+    mod = figure_module("zoo_attention")
+    data = mod.compute(quick=True, seed=2)
+    cfg = mod.settings(True)
+    rows = [r for r in data["rows"] if r["input_scale"] == 1.0]
+    assert {r["d_dot"] for r in rows if r["map"] == "dpfp"} == {32 * nu for nu in cfg["nu_values"]}
+    fav = attention_mse(cfg["L"], cfg["d"], [16], ("positive",), ("orthogonal",),
+                        samples=cfg["samples"], seed=2)
+    got = next(r for r in rows if r["map"] == "favor+" and r["m"] == 16 and r["ensemble"] == "orthogonal")
+    assert got["mse_mean"] == pytest.approx(fav.rows[0]["mse_mean"], rel=1e-12)
+    assert all(r["mse_mean"] > 0 for r in data["rows"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
+@pytest.mark.parametrize("kind, nu", [("identity", None), ("elu1", None), ("dpfp", 2)])
+@pytest.mark.parametrize("normalization", ["attention", "sum"])
+def test_cupy_in_cupy_out_for_the_deterministic_maps(kind, nu, normalization):
+    import cupy
+
+    if normalization == "sum" and kind == "identity":
+        pytest.skip("identity features can be negative: no sum normalisation")
+    Q, K, V = _qkv(L=300, d=8)
+    for causal in (False, True):
+        want = linear_attention(Q, K, V, None, kind, nu=nu, causal=causal, block_size=64,
+                                normalization=normalization, nonpositive="divide")
+        got = linear_attention(*(cupy.asarray(a) for a in (Q, K, V)), None, kind, nu=nu,
+                               causal=causal, block_size=64, normalization=normalization,
+                               nonpositive="divide")
+        assert isinstance(got.output, cupy.ndarray)
+        np.testing.assert_allclose(cupy.asnumpy(got.output), want.output, rtol=1e-9, atol=1e-12)
+    phi = feature_map(cupy.asarray(Q), None, kind, nu=nu)
+    np.testing.assert_allclose(cupy.asnumpy(phi), feature_map(Q, None, kind, nu=nu), rtol=1e-14)
