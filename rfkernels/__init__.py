@@ -10,7 +10,7 @@ identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
 """
 
-from ._validation import ENSEMBLES, KINDS, NORMS
+from .validation import ENSEMBLES, KINDS, NORMS
 from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate, log_softmax_kernel, softmax_kernel
 from .theory import pair
