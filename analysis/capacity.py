@@ -72,7 +72,13 @@ from rfkernels import (
     feature_map,
     softmax_kernel,
 )
-from rfkernels.validation import check_bool, check_int, check_int_array, check_memory
+from rfkernels.validation import (
+    PAPER_KINDS,
+    check_bool,
+    check_int,
+    check_int_array,
+    check_memory,
+)
 
 from .attention import _check_scale, _entropy
 
@@ -97,7 +103,7 @@ DEFAULT_N = (2, 4, 8, 16, 32, 48, 64, 65, 72, 96, 128, 129, 160, 192, 256, 257, 
 _SPAWN_INPUTS = 0
 _SPAWN_PROJECTIONS = 1
 _MAP_GRAMMAR = ("'identity', 'elu1', 'dpfp:NU', KIND:M[:ENSEMBLE] with KIND among "
-                f"{', '.join(KINDS)} (e.g. 'positive:128' or 'positive:128:iid'), or 'softmax' "
+                f"{', '.join(PAPER_KINDS)} (e.g. 'positive:128' or 'positive:128:iid'), or 'softmax' "
                 "(the exact kernel exp(k.k'), sum rule only)")
 #: Why least-squares values are null for the exact kernel.
 _NO_LS = ("the exact softmax kernel has no finite feature matrix: the least-squares readout "
@@ -173,7 +179,7 @@ def parse_map(spec):
         return FeatureMapSpec(kind)
     if kind == "dpfp" and len(parts) == 2:
         return FeatureMapSpec(kind, nu=count(parts[1], "nu"))
-    if kind in KINDS and len(parts) in (2, 3):
+    if kind in PAPER_KINDS and len(parts) in (2, 3):
         ensemble = parts[2] if len(parts) == 3 else "orthogonal"
         if ensemble not in ENSEMBLES:
             raise ValueError(f"feature map {spec!r}: ensemble must be one of {', '.join(ENSEMBLES)}; "

@@ -19,8 +19,10 @@ import time
 import numpy as np
 
 from rfkernels import theory
+from rfkernels.backends import check_backend
 from rfkernels.validation import (
     ENSEMBLES,
+    PAPER_KINDS,
     check_bool,
     check_choice,
     check_finite,
@@ -29,7 +31,6 @@ from rfkernels.validation import (
     check_norms,
     seed_sequence,
 )
-from rfkernels.backends import check_backend
 
 from .points import (
     canonical_point,
@@ -67,17 +68,20 @@ def theory_columns(geom, m, kind, ensemble, norms):
     """mse_exact, mse_lemma2, theorem2_bound and a note, for arrays of points.
 
     Returns a dict of arrays. NaN marks "no such statement" (Lemma 2 and
-    Theorem 2 are chi-norm results, Theorem 2 needs m <= d and positive
-    features, the unfixed-QR ensemble has no closed form) and also a value
+    Theorem 2 are chi-norm results about the paper's kinds, Theorem 2 needs
+    m <= d and positive features, the unfixed-QR and SORF ensembles have no
+    closed form, OPRF and simplex have one for chi norms only; OPRF uses
+    each point's optimal A*) and also a value
     beyond float64, which ``note`` then reports with its natural log — a
     table never holds a silent inf.
     """
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
     logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
-    if ensemble in theory.THEORY_ENSEMBLES:
+    beyond = kind == "oprf" or ensemble == "simplex"
+    if ensemble in theory.THEORY_ENSEMBLES and not (beyond and norms == "fixed"):
         logs["mse_exact"][...] = theory.exact_mse_from_geometry(
             geom, m, kind, ensemble=ensemble, norms=norms, log=True)
-    if norms == "chi":
+    if norms == "chi" and kind in PAPER_KINDS:
         logs["mse_lemma2"][...] = theory.lemma2_mse_from_geometry(geom, m, kind, log=True)
         if kind == "positive" and ensemble == "orthogonal":
             m_arr = np.broadcast_to(m, shape)
@@ -291,6 +295,9 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     norms, trials, seed, backend, method
         As for :func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`. Each
         row gets its own seed, derived from ``seed`` and the row's identity.
+        ``kind='oprf'`` (at each point's optimal A*) and the ``'simplex'``
+        and ``'sorf'`` ensembles need ``method='literal'`` (checked first);
+        ``'sorf'`` has no exact MSE (Monte Carlo only).
 
     Raises
     ------
@@ -314,6 +321,13 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     kinds = _one_or_many(kinds, "kinds", check_kind)
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
+    if method == "reduced":
+        for what, values, new in (("kind", kinds, ("oprf",)),
+                                  ("ensemble", ensembles, ("simplex", "sorf"))):
+            for v in values:
+                if v in new:
+                    raise ValueError(f"method='reduced': no reduced sampler yet for {what}={v!r}; "
+                                     "use method='literal'")
     # every point is built and its geometry checked before any Monte Carlo runs
     points = []
     for i, g in enumerate(_geometry_list(geometries)):

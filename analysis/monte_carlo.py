@@ -22,7 +22,9 @@ Methods
     Draws the full (m, d) projection matrix per trial with
     :func:`rfkernels.draw_projections` (a NumPy ``Generator`` seeded with
     the seed) and evaluates :func:`rfkernels.feature_map`: the code users
-    run. It is the only method for ``ensemble="orthogonal-unfixed-qr"``.
+    run. It is the only method for ``ensemble="orthogonal-unfixed-qr"``
+    and, until their reduced samplers exist, for ``kind="oprf"`` and the
+    ``"simplex"`` and ``"sorf"`` ensembles (``docs/beyond.rst``).
 
 Streaming
 ---------
@@ -71,6 +73,7 @@ from rfkernels.validation import (
     ENSEMBLES,
     check_choice,
     check_ensemble,
+    check_finite,
     check_int,
     check_kind,
     check_matrix,
@@ -145,6 +148,7 @@ class _Setup:
     norm: list  # Normalisation per pair
     exact: list  # exact MSE per pair or None
     sm: list
+    a: list  # OPRF parameter per pair (None for the other kinds)
 
 
 
@@ -166,8 +170,24 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
             + 8 * (16 * pairs * m + 2 * pairs * pairs + pairs * chunk) + accumulate)
 
 
+#: What the reduced engine samples (:mod:`rfkernels.reduced`); the rest is literal only.
+_REDUCED_KINDS = ("trig", "positive", "hyperbolic")
+
+
+def _check_a(A, kind):
+    """None (A* of each pair) or one float < 1/8, for kind 'oprf' only."""
+    if A is None:
+        return None
+    if kind != "oprf":
+        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
+    arr = check_finite(A, "A")
+    if arr.ndim != 0 or not float(arr) < 0.125:
+        raise ValueError(f"A must be one number < 1/8 (the OPRF parameter); got {A!r}")
+    return float(arr)
+
+
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-           names=("X", "Y"), keep_all=False, geometry=None, exact=None):
+           names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None):
     """Every check, before any work; returns the validated :class:`_Setup`.
 
     ``geometry`` (one pair's :class:`rfkernels.theory.Geometry`) and its
@@ -189,6 +209,11 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
+    A = _check_a(A, kind)
+    if method == "reduced" and (kind not in _REDUCED_KINDS
+                                or ensemble in ("simplex", "sorf")):
+        what = f"kind={kind!r}" if kind not in _REDUCED_KINDS else f"ensemble={ensemble!r}"
+        raise ValueError(f"method='reduced': no reduced sampler yet for {what}; use method='literal'")
     if method == "reduced" and ensemble not in reduced.REDUCED_ENSEMBLES:
         raise ValueError(
             f"method='reduced' has no sampler for ensemble={ensemble!r}: its projections are "
@@ -206,6 +231,9 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     else:
         Xa = Ya = None
         d, pairs = int(geometry.d), 1
+    if ensemble == "simplex" and d < 2:
+        raise ValueError("ensemble='simplex' needs d >= 2 (a regular simplex of d unit vectors "
+                         f"with pairwise cosine -1/(d-1)); got d={d}")
     if pairs > reduced.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
     if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
@@ -228,9 +256,16 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 
     known = geometry is not None
     geom = geometry if known else theory.geometry(Xa, Ya)
-    norm, exacts, sm = [], [], []
+    # oprf and simplex have an exact theory with chi norms only; sorf none at all
+    has_theory = ensemble in theory.THEORY_ENSEMBLES and not (
+        norms == "fixed" and (kind == "oprf" or ensemble == "simplex"))
+    norm, exacts, sm, a_pairs = [], [], [], []
     for k in range(pairs):
         g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
+        a_pair = None
+        if kind == "oprf":
+            a_pair = float(theory.oprf_optimal_a_from_geometry(g)) if A is None else A
+        a_pairs.append(a_pair)
         log_sm = float(g.log_sm)
         if log_sm > _LOG_MAX:
             raise FloatingPointError(
@@ -240,9 +275,9 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         sm.append(math.exp(log_sm))
         if known and not (isinstance(exact, str) and exact == COMPUTE):
             exacts.append(exact)
-        elif ensemble in theory.THEORY_ENSEMBLES:
+        elif has_theory:
             log_exact = float(theory.exact_mse_from_geometry(g, m, kind, ensemble=ensemble,
-                                                             norms=norms, log=True))
+                                                             norms=norms, A=a_pair, log=True))
             if log_exact > _LOG_MAX:
                 raise FloatingPointError(
                     f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
@@ -251,7 +286,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         else:
             exacts.append(None)
     return _Setup(Xa, Ya, m, d, kind, ensemble, norms, trials, seq, backend, method, chunk,
-                  progress, norm, exacts, sm)
+                  progress, norm, exacts, sm, a_pairs)
 
 
 # ---------------------------------------------------------------------------
@@ -284,6 +319,30 @@ def _literal_chunks(s, first=0):
         return draw_projections(s.m, s.d, ensemble=s.ensemble, norms=s.norms, seed=gen,
                                 backend=draw_backend)
 
+    # pairs sharing one OPRF parameter go through one feature_map call
+    groups = [(None, None)]
+    if s.kind == "oprf":
+        groups = [(a, xp.asarray(np.flatnonzero(np.array(s.a) == a))) for a in dict.fromkeys(s.a)]
+
+    def estimates(w):
+        if len(groups) == 1:
+            a = groups[0][0]
+            return xp.sum(feature_map(X, w, s.kind, A=a) * feature_map(Y, w, s.kind, A=a), axis=1)
+        est = xp.empty(X.shape[0])
+        for a, idx in groups:
+            est[idx] = xp.sum(feature_map(X[idx], w, s.kind, A=a)
+                              * feature_map(Y[idx], w, s.kind, A=a), axis=1)
+        return est
+
+    def log_estimates(w):
+        sign, logabs = xp.empty(X.shape[0]), xp.empty(X.shape[0])
+        for a, idx in groups:
+            xs, ys = (X, Y) if idx is None else (X[idx], Y[idx])
+            sg, la = log_estimate(xs, ys, w, s.kind, A=a)
+            sl = slice(None) if idx is None else idx
+            sign[sl], logabs[sl] = xp.diagonal(sg), xp.diagonal(la)
+        return sign, logabs
+
     for _ in range(first):  # skip the trials before `first` (the Generator is sequential)
         draw()
     for start in range(0, s.trials, s.chunk):
@@ -294,14 +353,13 @@ def _literal_chunks(s, first=0):
             est = None
             if linear:
                 try:
-                    est = xp.sum(feature_map(X, w, s.kind) * feature_map(Y, w, s.kind), axis=1)
-                    est = est * inv_scale
+                    est = estimates(w) * inv_scale
                 except FloatingPointError:
                     est = None
             if est is None or not bool(xp.all(xp.isfinite(est))):
                 # overflow in the linear domain: the same estimate through log_estimate
-                sign, logabs = log_estimate(X, Y, w, s.kind)
-                est = xp.diagonal(sign) * xp.exp(xp.diagonal(logabs) - xp.asarray(log_scale))
+                sign, logabs = log_estimates(w)
+                est = sign * xp.exp(logabs - xp.asarray(log_scale))
             block[:, j] = est
         for pair in range(X.shape[0]):
             yield pair, n, block[pair], xp
@@ -389,7 +447,7 @@ def _one_pair(x, y):
 
 
 def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                    backend="numpy", method="reduced", chunk=None, progress=None):
+                    backend="numpy", method="reduced", chunk=None, progress=None, A=None):
     r"""Monte Carlo MSE of an estimator of :math:`SM(x, y) = e^{x \cdot y}`, beside theory.
 
     Parameters
@@ -398,11 +456,12 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         The pair.
     m : int
         Number of projections (features: m positive, 2m trig/hyperbolic).
-    kind : {'trig', 'positive', 'hyperbolic'}
-        Estimator.
-    ensemble : {'iid', 'orthogonal', 'orthogonal-unfixed-qr'}, default 'iid'
-        Projection ensemble; ``'orthogonal-unfixed-qr'`` needs
-        ``method='literal'`` and has no theory.
+    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
+        Estimator; ``'oprf'`` needs ``method='literal'`` (no reduced sampler yet).
+    ensemble : {'iid', 'orthogonal', 'orthogonal-unfixed-qr', 'simplex', 'sorf'}, default 'iid'
+        Projection ensemble; ``'orthogonal-unfixed-qr'``, ``'simplex'`` and
+        ``'sorf'`` need ``method='literal'``; ``'orthogonal-unfixed-qr'``
+        and ``'sorf'`` have no theory (``mse_exact`` None).
     norms : {'chi', 'fixed'}, default 'chi'
         Row norms (chi(d): unbiased; sqrt(d): the regularised variant).
     trials : int
@@ -424,6 +483,10 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         (moments are merged in fixed blocks of trials).
     progress : callable, optional
         ``progress(done_trials, total_trials)``, called after each chunk.
+    A : float, optional
+        The OPRF parameter (< 1/8; ``kind='oprf'`` only), used by the
+        feature maps and the exact MSE; default: the pair's optimal ``A*``
+        (:func:`rfkernels.theory.oprf_optimal_a`).
 
     Returns
     -------
@@ -435,7 +498,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         Unknown kind, ensemble, norms, backend or method (the message lists the
         valid ones); trials < 2; badly shaped, non-finite or non-real
         (complex: "Complex data not supported") x, y; the reduced method with
-        ``'orthogonal-unfixed-qr'``.
+        ``'orthogonal-unfixed-qr'``, ``'simplex'``, ``'sorf'`` or ``'oprf'``.
     TypeError
         Non-integer trials, m or chunk; bad seed; progress not callable.
     ImportError
@@ -471,7 +534,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     """
     X, Y = _one_pair(x, y)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-               names=("x", "y"))
+               names=("x", "y"), A=A)
     return _run(s)[0]
 
 
@@ -481,7 +544,7 @@ COMPUTE = "compute"
 
 def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="chi", trials,
                                   seed=0, backend="numpy", method="reduced", chunk=None,
-                                  progress=None, vectors=None, mse_exact=COMPUTE):
+                                  progress=None, vectors=None, mse_exact=COMPUTE, A=None):
     """:func:`monte_carlo_mse` of the pair whose :class:`rfkernels.theory.Geometry` is ``geometry``.
 
     The estimators depend on (x, y) only through the geometry's invariants,
@@ -501,20 +564,21 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
     if known and mse_exact is not None:
         mse_exact = float(mse_exact)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-               names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE)
+               names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE, A=A)
     return _run(s)[0]
 
 
 def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                          backend="numpy", method="reduced", chunk=None, progress=None):
+                          backend="numpy", method="reduced", chunk=None, progress=None, A=None):
     """:func:`monte_carlo_mse` for the pairs ``(X[k], Y[k])``, k = 0 .. n - 1.
 
     Parameters
     ----------
     X, Y : array_like of shape (n, d)
         The pairs, row by row.
-    m, kind, ensemble, norms, trials, seed, backend, method, chunk
-        As in :func:`monte_carlo_mse` (the same for every pair).
+    m, kind, ensemble, norms, trials, seed, backend, method, chunk, A
+        As in :func:`monte_carlo_mse` (the same for every pair; ``A=None``
+        gives each pair its own ``A*``).
     progress : callable, optional
         ``progress(done, total)`` with ``total = n * trials``.
 
@@ -532,17 +596,17 @@ def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials,
     trial for all pairs, as in attention), so their errors are correlated
     across pairs; each pair's own statistics are unaffected.
     """
-    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress)
+    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress, A=A)
     return MonteCarloBatch(_run(s))
 
 
 def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                    backend="numpy", method="reduced", start=0):
+                    backend="numpy", method="reduced", start=0, A=None):
     """The per-trial estimates of SM that :func:`monte_carlo_mse` averages over.
 
     Parameters
     ----------
-    x, y, m, kind, ensemble, norms, seed, backend, method
+    x, y, m, kind, ensemble, norms, seed, backend, method, A
         As in :func:`monte_carlo_mse`.
     trials : int
         How many estimates, >= 2.
@@ -559,7 +623,7 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     X, Y = _one_pair(x, y)
     start = check_int(start, "start", minimum=0)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, None, None,
-               names=("x", "y"), keep_all=True)
+               names=("x", "y"), keep_all=True, A=A)
     if start + s.trials > reduced.MAX_TRIALS:
         raise ValueError(f"start + trials must be at most 2**{reduced.PAIR_SHIFT}")
     chunks = _reduced_chunks(s, start) if s.method == "reduced" else _literal_chunks(s, start)

@@ -4,13 +4,15 @@ Core layer: projection ensembles (:func:`draw_projections`), the three feature
 maps (:func:`feature_map`, :func:`estimate`, :func:`log_estimate`), the exact
 kernel (:func:`softmax_kernel`, :func:`log_softmax_kernel`), closed-form theory (:mod:`rfkernels.theory`),
 FAVOR and exact attention (:func:`favor_attention`, :func:`softmax_attention`)
-and the counter-based generator (:mod:`rfkernels.rng`).
+the counter-based generator (:mod:`rfkernels.rng`), and a scikit-learn style
+transformer (:class:`RandomFeatures`). Beyond the paper: optimal positive
+features (kind ``"oprf"``), simplex and SORF ensembles (``docs/beyond.rst``).
 The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
 identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
 """
 
-from .validation import ENSEMBLES, KINDS, NORMS
+from .validation import ENSEMBLES, KINDS, NORMS, PAPER_KINDS
 from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate, log_softmax_kernel, softmax_kernel
 from .theory import pair
@@ -18,6 +20,7 @@ from .projections import draw_projections
 
 from .attention import linear_attention
 from .features import FEATURE_MAPS, feature_dimension
+from .transformer import RandomFeatures
 
 __version__ = "0.1.0"
 
@@ -25,6 +28,8 @@ __all__ = [
     "ENSEMBLES",
     "KINDS",
     "NORMS",
+    "PAPER_KINDS",
+    "RandomFeatures",
     "draw_projections",
     "estimate",
     "favor_attention",

@@ -63,6 +63,7 @@ __all__ = [
     "feature_map",
     "log_estimate",
     "log_softmax_kernel",
+    "oprf_auto_a",
     "softmax_kernel",
 ]
 
@@ -71,7 +72,7 @@ __all__ = [
 #: are the only ones theory and Monte Carlo code accept.
 FEATURE_MAPS = ("identity", "elu1", "dpfp")
 #: Kinds whose features are non-negative, so that sum normalisation is defined.
-SUM_NORMALIZABLE = ("positive", "hyperbolic", "elu1", "dpfp")
+SUM_NORMALIZABLE = ("positive", "hyperbolic", "elu1", "dpfp", "oprf")
 
 #: Below this, the max-shifted product of exponentials in the log-domain
 #: path may have lost terms to underflow; those entries are recomputed exactly.
@@ -108,12 +109,13 @@ def _projections(value, xp):
     return w
 
 
-def _check_pair(X, Y, W=None, kind=None):
+def _check_pair(X, Y, W=None, kind=None, A=None):
     """Validate everything before any work; returns xp, arrays and squeeze flags."""
     args = (X, Y) if W is None else (X, Y, W)
     xp = get_array_module(*args)
     if kind is not None:
         check_kind(kind)
+        _check_oprf_a(kind, A)
     x, x1 = _rows(X, "X", xp)
     y, y1 = _rows(Y, "Y", xp)
     if W is None:
@@ -165,10 +167,77 @@ def _require_finite(a, xp, what, log_name):
 _UNCHECKED = object()
 
 
-def _check_map(kind, W, nu, sum_normalize, d=None):
-    """Validate a feature map's kind, W, nu and sum_normalize; returns (deterministic, nu, flag).
+def _check_oprf_a(kind, A):
+    """The OPRF parameter: ``'auto'`` or a float < 1/8 for kind 'oprf', None for every other kind."""
+    if kind != "oprf":
+        if A is not None:
+            raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
+        return None
+    if A is None:
+        raise ValueError(
+            "kind='oprf' needs its parameter A: a float < 1/8 shared by every pair of inputs, "
+            "or A='auto' (the optimal A* for the mean |x_i + y_j|^2 / d over all pairs, "
+            "rfkernels.features.oprf_auto_a); got None")
+    if isinstance(A, str):
+        if A != "auto":
+            raise ValueError(f"A must be a float < 1/8 or 'auto'; got {A!r}")
+        return A
+    a = check_finite(A, "A")
+    if a.ndim != 0:
+        raise ValueError(f"A must be one number (shared by every pair of inputs); got shape {a.shape}")
+    a = float(a)
+    if not a < 0.125:
+        raise ValueError(f"A must be < 1/8 (the OPRF second moment is infinite beyond); got {A!r}")
+    return a
 
-    ``d`` (when known) bounds DPFP's ν <= 2d - 1; ``W=_UNCHECKED`` skips the W rule.
+
+def oprf_auto_a(X, Y=None):
+    r"""The OPRF parameter ``A*`` for all pairs of rows of X and Y at once (``A='auto'``).
+
+    ``A*`` of :func:`rfkernels.theory.oprf_optimal_a` at
+    :math:`\rho = \operatorname{mean}_{i,j} |x_i + y_j|^2 / d`, which needs
+    no pairs: expanding the square,
+
+    .. math::
+
+        \frac{1}{n_x n_y} \sum_{i,j} |x_i + y_j|^2 = \overline{|x|^2}
+            + \overline{|y|^2} + 2\,\bar x \cdot \bar y
+
+    (means over the rows), O((n_x + n_y) d). ``Y=None`` means Y = X.
+    Returns a float (``A* <= 0``).
+    """
+    x = check_finite(X, "X")
+    x = x[None, :] if x.ndim == 1 else x
+    y = x if Y is None else check_finite(Y, "Y")
+    y = y[None, :] if y.ndim == 1 else y
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] < 1 or y.shape[0] < 1 or x.shape[1] < 1:
+        raise ValueError(f"X and Y must be (n, d) arrays with n, d >= 1; got shapes {x.shape} "
+                         f"and {y.shape}")
+    d = check_same_d([x.shape, y.shape], ["X", "Y"])
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean_sq = np.mean(np.einsum("ij,ij->i", x, x)) + np.mean(np.einsum("ij,ij->i", y, y))
+        rho = (mean_sq + 2.0 * (x.mean(axis=0) @ y.mean(axis=0))) / d
+    if not np.isfinite(rho):
+        raise FloatingPointError("oprf_auto_a: the mean |x + y|^2 overflows float64; rescale the inputs")
+    from ._beyond_theory import oprf_optimal_a
+
+    return float(oprf_optimal_a(max(float(rho), 0.0)))  # rho >= 0 up to rounding
+
+
+def _resolve_a(A, x, y):
+    """A float from a checked A ('auto': :func:`oprf_auto_a` of the rows, on the host)."""
+    if isinstance(A, str):
+        from .backends import to_numpy
+
+        return oprf_auto_a(to_numpy(x), None if y is None else to_numpy(y))
+    return A
+
+
+def _check_map(kind, W, nu, sum_normalize, d=None, A=None):
+    """Validate a feature map's kind, W, nu, sum_normalize and A; returns (deterministic, nu, flag).
+
+    ``d`` (when known) bounds DPFP's ν <= 2d - 1; ``W=_UNCHECKED`` skips the W rule,
+    ``A=_UNCHECKED`` the OPRF parameter's (required for kind 'oprf', refused for the others).
     """
     if isinstance(kind, str) and kind in FEATURE_MAPS:
         deterministic = True
@@ -204,6 +273,10 @@ def _check_map(kind, W, nu, sum_normalize, d=None):
             f"sum_normalize needs non-negative features ({', '.join(SUM_NORMALIZABLE)}); "
             f"the features of kind={kind!r} can be negative, so their sum can be 0"
         )
+    if A is not _UNCHECKED and not deterministic:
+        _check_oprf_a(kind, A)
+    elif A is not _UNCHECKED and A is not None:
+        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
     return deterministic, nu, sum_normalize
 
 
@@ -224,11 +297,11 @@ def feature_dimension(kind, d, *, m=None, nu=None):
     Returns
     -------
     int
-        ``m`` (positive), ``2m`` (trig, hyperbolic), ``d`` (identity, elu1),
+        ``m`` (positive, oprf), ``2m`` (trig, hyperbolic), ``d`` (identity, elu1),
         ``2 d nu`` (dpfp).
     """
     d = check_int(d, "d")
-    deterministic, nu, _ = _check_map(kind, _UNCHECKED, nu, False, d)
+    deterministic, nu, _ = _check_map(kind, _UNCHECKED, nu, False, d, A=_UNCHECKED)
     if deterministic:
         if m is not None:
             raise ValueError(f"m is the number of projections of a random kind; got m={m!r} "
@@ -237,7 +310,7 @@ def feature_dimension(kind, d, *, m=None, nu=None):
     if m is None:
         raise ValueError(f"m (the number of projections) is required for kind={kind!r}")
     m = check_int(m, "m")
-    return m if kind == "positive" else 2 * m
+    return m if kind in ("positive", "oprf") else 2 * m
 
 
 def _deterministic_features(x, kind, nu, xp):
@@ -251,10 +324,12 @@ def _deterministic_features(x, kind, nu, xp):
     return xp.concatenate([kt * xp.roll(kt, -s, axis=1) for s in range(1, nu + 1)], axis=1)
 
 
-def _sum_normalised(x, w, kind, nu, xp):
+def _sum_normalised(x, w, kind, nu, xp, A=None):
     """φ(x) / Σ φ(x), computed where the positive per-row factors cancel (no overflow)."""
-    if kind in ("positive", "hyperbolic"):
+    if kind in ("positive", "hyperbolic", "oprf"):
         e = x @ w.T  # the |x|²/2 and 1/sqrt(m) are per-row factors: they cancel
+        if kind == "oprf":
+            e = _oprf_exponents(e, w, A, xp)
         if kind == "hyperbolic":
             e = xp.concatenate([e, -e], axis=1)
         phi = xp.exp(e - xp.max(e, axis=1, keepdims=True))  # max entry 1: sum in [1, r]
@@ -287,10 +362,19 @@ def _sum_normalised(x, w, kind, nu, xp):
 # --------------------------------------------------------------- linear domain
 
 
-def _features(x, w, kind, xp):
+def _oprf_exponents(proj, w, A, xp):
+    """``sqrt(1-4A) ω·x + A|ω|² + (d/4) log(1-4A)``: the OPRF exponent before ``-|x|²/2``."""
+    d = w.shape[1]
+    return (math.sqrt(1.0 - 4.0 * A) * proj + A * xp.sum(w * w, axis=1)[None, :]
+            + (d / 4.0) * math.log1p(-4.0 * A))
+
+
+def _features(x, w, kind, xp, A=None):
     m = w.shape[0]
     proj = x @ w.T  # (n, m): ω_i·x
     half_sq = 0.5 * xp.sum(x * x, axis=1, keepdims=True)  # |x|²/2
+    if kind == "oprf":
+        return xp.exp(_oprf_exponents(proj, w, A, xp) - half_sq) / math.sqrt(m)
     if kind == "trig":
         scale = xp.exp(half_sq) / math.sqrt(m)
         return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
@@ -300,7 +384,7 @@ def _features(x, w, kind, xp):
     return xp.exp(xp.concatenate([proj, -proj], axis=1) - half_sq) / math.sqrt(2 * m)
 
 
-def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
+def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
     r"""Features φ(X): random features of the softmax kernel, or a deterministic map.
 
     Parameters
@@ -311,7 +395,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
         Projections ω_1..ω_m as rows (:func:`rfkernels.draw_projections`)
         for the random kinds; must be None for the deterministic maps
         :data:`FEATURE_MAPS`.
-    kind : {"trig", "positive", "hyperbolic", "identity", "elu1", "dpfp"}
+    kind : {"trig", "positive", "hyperbolic", "oprf", "identity", "elu1", "dpfp"}
         The feature map: a random kind of :data:`rfkernels.KINDS`, or a
         deterministic map of linear attention [2]_.
     nu : int, optional
@@ -321,11 +405,18 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
         normalisation [2]_: entries in [0, 1] summing to 1). Only for the
         non-negative maps :data:`SUM_NORMALIZABLE`; computed where positive
         per-row factors cancel, so it does not overflow where φ would.
+    A : float or "auto", optional
+        The parameter of ``kind="oprf"`` (required there, refused for the
+        other kinds): a float ``A < 1/8``, the same for every input whose
+        features are combined, or ``"auto"``, the optimal ``A*`` for the
+        pairs of rows of X with themselves (:func:`oprf_auto_a` ``(X)``).
+        Features of two different sets must share one A: compute it once
+        with ``oprf_auto_a(X, Y)`` and pass the float.
 
     Returns
     -------
     phi : ndarray of shape (n, r)
-        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"``,
+        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"`` and ``"oprf"``,
         r = d for ``"identity"`` and ``"elu1"``, r = 2dν for ``"dpfp"``
         (:func:`feature_dimension`). For the random kinds
         ``feature_map(X, W, k) @ feature_map(Y, W, k).T`` is
@@ -360,7 +451,12 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
             \bigl[e^{\omega_i^\top x - |x|^2/2}\bigr]_i \\
         \varphi_{\text{hyp}}(x) &= \frac{e^{-|x|^2/2}}{\sqrt{2m}}
             \bigl[e^{\omega_i^\top x}\bigr]_i \oplus
-            \frac{e^{-|x|^2/2}}{\sqrt{2m}}\bigl[e^{-\omega_i^\top x}\bigr]_i
+            \frac{e^{-|x|^2/2}}{\sqrt{2m}}\bigl[e^{-\omega_i^\top x}\bigr]_i \\
+        \varphi_{\text{oprf}}(x) &= \frac{(1 - 4A)^{d/4}}{\sqrt{m}}
+            \bigl[e^{A|\omega_i|^2 + \sqrt{1 - 4A}\,\omega_i^\top x - |x|^2/2}\bigr]_i
+
+    (optimal positive random features, Likhosherstov et al. 2022: unbiased
+    for every A < 1/8, A = 0 is FAVOR+; see ``docs/beyond.rst``).
 
     The deterministic maps [2]_: identity :math:`\varphi(x) = x`; ELU+1
     :math:`\varphi(x)_i = \operatorname{elu}(x_i) + 1` (:math:`x_i + 1` for
@@ -386,7 +482,8 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
        https://arxiv.org/abs/2102.11174
     """
     xp = get_array_module(X) if W is None else get_array_module(X, W)
-    deterministic, nu, sum_normalize = _check_map(kind, W, nu, sum_normalize)
+    deterministic, nu, sum_normalize = _check_map(kind, W, nu, sum_normalize, A=A)
+    A = None if deterministic else _check_oprf_a(kind, A)
     x, x1 = _rows(X, "X", xp)
     if deterministic:
         w = None
@@ -399,13 +496,14 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
         w = _projections(W, xp)
         check_same_d([x.shape, w.shape], ["X", "W"])
         _check_memory_pairs(x, None, w, xp)
+        A = _resolve_a(A, x, None)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if sum_normalize:
-            phi = _sum_normalised(x, w, kind, nu, xp)
+            phi = _sum_normalised(x, w, kind, nu, xp, A)
         elif deterministic:
             phi = _deterministic_features(x, kind, nu, xp)
         else:
-            phi = _features(x, w, kind, xp)
+            phi = _features(x, w, kind, xp, A)
     if deterministic or sum_normalize:
         if not bool(xp.all(xp.isfinite(phi))):
             raise FloatingPointError(
@@ -417,7 +515,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False):
     return phi[0] if x1 else phi
 
 
-def estimate(X, Y, W, kind):
+def estimate(X, Y, W, kind, *, A=None):
     r"""Random-feature estimate of exp(X @ Y.T) for every pair of rows.
 
     Parameters
@@ -426,7 +524,11 @@ def estimate(X, Y, W, kind):
     Y : array_like of shape (n_y, d) or (d,)
     W : array_like of shape (m, d)
         Projections as rows.
-    kind : {"trig", "positive", "hyperbolic"}
+    kind : {"trig", "positive", "hyperbolic", "oprf"}
+    A : float or "auto", optional
+        The OPRF parameter (``kind="oprf"`` only, required there): a float
+        < 1/8, or ``"auto"``: :func:`oprf_auto_a` ``(X, Y)``, the optimal A
+        for the mean ``|x_i + y_j|^2 / d`` over all pairs.
 
     Returns
     -------
@@ -463,10 +565,11 @@ def estimate(X, Y, W, kind):
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
-    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind)
+    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind, A)
     _check_memory_pairs(x, y, w, xp)
+    A = _resolve_a(_check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        k = _features(x, w, kind, xp) @ _features(y, w, kind, xp).T
+        k = _features(x, w, kind, xp, A) @ _features(y, w, kind, xp, A).T
     _require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
     return _squeeze(k, x1, y1)
 
@@ -641,7 +744,7 @@ def _log_matmul_exp(a, b, xp):
     return out
 
 
-def log_estimate(X, Y, W, kind):
+def log_estimate(X, Y, W, kind, *, A=None):
     r"""Sign and log-magnitude of :func:`estimate`, without overflow.
 
     Like :func:`numpy.linalg.slogdet`, the estimate is returned as
@@ -652,12 +755,14 @@ def log_estimate(X, Y, W, kind):
     X : array_like of shape (n_x, d) or (d,)
     Y : array_like of shape (n_y, d) or (d,)
     W : array_like of shape (m, d)
-    kind : {"trig", "positive", "hyperbolic"}
+    kind : {"trig", "positive", "hyperbolic", "oprf"}
+    A : float or "auto", optional
+        The OPRF parameter, as in :func:`estimate`.
 
     Returns
     -------
     sign : ndarray of shape (n_x, n_y)
-        +1.0 everywhere for ``"positive"`` and ``"hyperbolic"``; for
+        +1.0 everywhere for ``"positive"``, ``"hyperbolic"`` and ``"oprf"``; for
         ``"trig"`` the sign of the estimate, 0.0 where it is exactly 0.
     logabs : ndarray of shape (n_x, n_y)
         ``log|estimate|``; ``-inf`` only where ``sign`` is 0 (trig). Finite
@@ -704,10 +809,11 @@ def log_estimate(X, Y, W, kind):
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
-    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind)
+    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind, A)
     _check_memory_pairs(x, y, w, xp)
+    A = _resolve_a(_check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        sign, logabs = _log_estimate(x, y, w, kind, xp)
+        sign, logabs = _log_estimate(x, y, w, kind, xp, A)
     # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed
     if bool(xp.any(xp.isnan(logabs) | (logabs == xp.inf))):
         raise FloatingPointError(
@@ -717,7 +823,7 @@ def log_estimate(X, Y, W, kind):
     return _squeeze(sign, x1, y1), _squeeze(logabs, x1, y1)
 
 
-def _log_estimate(x, y, w, kind, xp):
+def _log_estimate(x, y, w, kind, xp, A=None):
     m = w.shape[0]
     px = x @ w.T
     py = y @ w.T
@@ -731,6 +837,9 @@ def _log_estimate(x, y, w, kind, xp):
         if kind == "hyperbolic":
             px = xp.concatenate([px, -px], axis=1)
             py = xp.concatenate([py, -py], axis=1)
+        elif kind == "oprf":
+            px = _oprf_exponents(px, w, A, xp)
+            py = _oprf_exponents(py, w, A, xp)
         logabs = _log_matmul_exp(px - sq_x[:, None], py - sq_y[:, None], xp)
         logabs = logabs - math.log(px.shape[1])
         sign = xp.ones_like(logabs)

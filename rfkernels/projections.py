@@ -29,7 +29,14 @@ from .validation import (
 )
 from .backends import check_backend
 
-__all__ = ["draw_projections", "orthogonal_blocks", "projection_bytes"]
+__all__ = [
+    "draw_projections",
+    "fwht",
+    "orthogonal_blocks",
+    "projection_bytes",
+    "simplex_directions",
+    "sorf_blocks",
+]
 
 
 def orthogonal_blocks(n_blocks, d, rng, fix_signs=True):
@@ -116,9 +123,88 @@ def projection_bytes(m, d, ensemble="iid"):
     """
     m, d = int(m), int(d)
     nbytes = 8 * 3 * m * d
-    if ensemble != "iid":
+    if ensemble == "sorf":
+        big_d = _next_pow2(d)
+        # ceil(m/D) blocks of (D, d) columns, a transform temporary, the signs
+        nbytes += 8 * (-(-m // big_d)) * big_d * (3 * d + 3)
+    elif ensemble != "iid":
         nbytes += 8 * 4 * (-(-m // d)) * d * d
     return nbytes
+
+
+def _next_pow2(d):
+    """The smallest power of two >= d."""
+    return 1 << (int(d) - 1).bit_length()
+
+
+def fwht(a, axis=-1):
+    r"""Normalised fast Walsh-Hadamard transform of ``a`` along ``axis``.
+
+    Returns :math:`H a` with :math:`H = H_D / \sqrt{D}` the orthogonal
+    (Sylvester-ordered) Hadamard matrix, ``D = a.shape[axis]`` a power of
+    two: ``scipy.linalg.hadamard(D) @ a / sqrt(D)``, in ``log2(D)``
+    butterfly passes of O(D) each (O(D log D) per vector, no D×D matrix).
+    """
+    a = np.moveaxis(np.array(a, dtype=np.float64, copy=True), axis, -1)
+    big_d = a.shape[-1]
+    if big_d & (big_d - 1):
+        raise ValueError(f"fwht needs a power-of-two length along axis {axis}; got {big_d}")
+    lead = a.shape[:-1]
+    h = 1
+    while h < big_d:
+        v = a.reshape(lead + (big_d // (2 * h), 2, h))
+        top, bottom = v[..., 0, :].copy(), v[..., 1, :]
+        v[..., 0, :] += bottom
+        v[..., 1, :] = top - bottom
+        h *= 2
+    if big_d > 1:
+        a *= 1.0 / np.sqrt(big_d)
+    return np.moveaxis(a, -1, axis)
+
+
+def simplex_directions(d):
+    r"""The d unit vertices of a regular simplex in R^d centred at 0, as rows.
+
+    :math:`s_i = \sqrt{d/(d-1)}\,(e_i - \mathbf 1/d)`: unit length,
+    pairwise cosine :math:`-1/(d-1)`, summing to 0. Needs d >= 2.
+    """
+    d = check_int(d, "d", minimum=2)
+    return np.sqrt(d / (d - 1.0)) * (np.eye(d) - 1.0 / d)
+
+
+def sorf_blocks(n_blocks, d, rng):
+    r"""Structured orthogonal blocks :math:`\sqrt{D}\,H D_1 H D_2 H D_3` (first d columns).
+
+    Parameters
+    ----------
+    n_blocks : int
+        Number of independent blocks, >= 1.
+    d : int
+        Input dimension, >= 1; ``D`` is the next power of two >= d.
+    rng : None, int, SeedSequence or Generator
+        Draws ``n_blocks * 3 * D`` random signs (``rng.integers(0, 2)``, in
+        the order block, diagonal ``D_1, D_2, D_3``, coordinate).
+
+    Returns
+    -------
+    ndarray of shape (n_blocks, D, d)
+        Block ``b`` is the first ``d`` columns of
+        :math:`\sqrt{D}\,H D_1 H D_2 H D_3` (``H`` the normalised D×D
+        Hadamard matrix, ``D_k`` diagonal ±1): the rows a zero-padded input
+        sees. Built column by column with :func:`fwht`, O(d D log D) per
+        block. With d = D the rows are orthogonal, of length sqrt(d).
+    """
+    n_blocks = check_int(n_blocks, "n_blocks")
+    d = check_int(d, "d")
+    rng = check_seed(rng)
+    big_d = _next_pow2(d)
+    signs = 2.0 * rng.integers(0, 2, size=(n_blocks, 3, big_d)) - 1.0
+    # columns e_j of the D x D identity, j < d, as an (n_blocks, D, d) stack
+    a = np.zeros((n_blocks, big_d, d))
+    a[:, np.arange(d), np.arange(d)] = signs[:, 2, :d]  # D_3 e_j
+    a = fwht(a, axis=1) * signs[:, 1, :, None]  # D_2 H D_3 e_j
+    a = fwht(a, axis=1) * signs[:, 0, :, None]  # D_1 H D_2 H D_3 e_j
+    return np.sqrt(big_d) * fwht(a, axis=1)
 
 
 def _unit_rows(a):
@@ -135,7 +221,7 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         positive features and 2m for trigonometric and hyperbolic ones.
     d : int
         Input dimension (columns), >= 1.
-    ensemble : {"iid", "orthogonal", "orthogonal-unfixed-qr"}, default "iid"
+    ensemble : {"iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf"}, default "iid"
         ``"iid"``: independent rows.
         ``"orthogonal"``: rows of independent Haar-random orthogonal d×d
         blocks (:func:`orthogonal_blocks`), stacked; when d does not divide m
@@ -144,12 +230,27 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         ``sign(diag(R))`` fix, as in the reference Performer code. Biased
         reference behaviour, kept so the analysis can show the bias; do not
         use it for estimation (see Notes).
+        ``"simplex"`` (simplex random features, Reid et al. 2023 [3]_): the d
+        unit vertices of a regular simplex (:func:`simplex_directions`,
+        pairwise cosine -1/(d-1)) rotated by one Haar matrix per block,
+        blocks of d rows stacked, the last partial (its first vertices).
+        Needs d >= 2. Unbiased with chi norms.
+        ``"sorf"`` (structured orthogonal random features, Yu et al. 2016
+        [4]_): rows of :math:`\sqrt{D}\,H D_1 H D_2 H D_3`
+        (:func:`sorf_blocks`; ``D`` the next power of two >= d, first d
+        columns, blocks of D rows stacked, the last partial), drawn in
+        O(D log D) per row. Not exactly Haar: biased for finite d.
     norms : {"chi", "fixed"}, default "chi"
         ``"chi"``: every row is marginally :math:`N(0, I_d)` (iid Gaussian
         rows, or orthogonal directions times independent chi(d) lengths).
         ``"fixed"``: every row has length exactly :math:`\sqrt{d}` (uniform
         directions for ``"iid"``); the regularised SMREG variant, biased
-        for the softmax kernel.
+        for the softmax kernel. For ``"sorf"``, ``"fixed"`` keeps the
+        structured rows as they are (the full rows have length sqrt(D); the
+        first d columns, which a zero-padded input sees, have length sqrt(d)
+        exactly when d is a power of two and squared length d on average
+        otherwise) and ``"chi"`` rescales each row to an independent chi(d)
+        length.
     seed : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness. A Generator is used in place (its stream advances); the
         other forms start a fresh ``numpy.random.default_rng(seed)``.
@@ -209,14 +310,20 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     smaller but nonzero (Monte Carlo, 20000 trials).
 
     Draw order (for reproducibility): ``"iid"`` draws an (m, d) standard
-    normal array; the orthogonal ensembles draw the ``ceil(m/d)`` Gaussian
-    blocks, then (chi norms) m chi-square(d) variates.
+    normal array; the orthogonal ensembles and ``"simplex"`` draw the
+    ``ceil(m/d)`` Gaussian blocks, ``"sorf"`` its ``ceil(m/D)`` blocks of
+    signs; then (chi norms) m chi-square(d) variates.
 
     References
     ----------
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021, Sections 2.3-2.4 and Theorem 2.
        https://arxiv.org/abs/2009.14794
+    .. [3] I. Reid, K. Choromanski, V. Likhosherstov and A. Weller,
+       "Simplex Random Features", ICML 2023. https://arxiv.org/abs/2301.13856
+    .. [4] F. X. Yu, A. T. Suresh, K. Choromanski, D. Holtmann-Rice and
+       S. Kumar, "Orthogonal Random Features", NeurIPS 2016.
+       https://arxiv.org/abs/1610.09072
 
     Examples
     --------
@@ -233,6 +340,9 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     norms = check_norms(norms)
     backend = check_backend(backend)
     rng = check_seed(seed)
+    if ensemble == "simplex" and d < 2:
+        raise ValueError("ensemble='simplex' needs d >= 2 (a regular simplex of d unit vectors "
+                         f"with pairwise cosine -1/(d-1)); got d={d}")
     check_memory(projection_bytes(m, d, ensemble),
                  f"draw_projections(m={m}, d={d}, ensemble={ensemble!r})")
 
@@ -240,6 +350,24 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         w = rng.standard_normal((m, d))
         if norms == "fixed":
             w = np.sqrt(d) * _unit_rows(w)
+    elif ensemble == "sorf":
+        big_d = _next_pow2(d)
+        n_blocks = -(-m // big_d)
+        w = sorf_blocks(n_blocks, d, rng).reshape(n_blocks * big_d, d)[:m]
+        if norms == "chi":
+            # a row whose first d entries all vanish (possible when d < D) stays 0:
+            # it projects every padded input to 0 whatever its length
+            length = np.linalg.norm(w, axis=1, keepdims=True)
+            w = w / np.where(length > 0, length, 1.0) * np.sqrt(rng.chisquare(d, size=m))[:, np.newaxis]
+    elif ensemble == "simplex":
+        n_blocks = -(-m // d)
+        q = orthogonal_blocks(n_blocks, d, rng)
+        # row i of block b: Q_b s_i (s_i the simplex vertices), i.e. S @ Q_b^T
+        rows = (simplex_directions(d) @ np.swapaxes(q, -1, -2)).reshape(n_blocks * d, d)[:m]
+        if norms == "chi":
+            w = rows * np.sqrt(rng.chisquare(d, size=m))[:, np.newaxis]
+        else:
+            w = np.sqrt(d) * _unit_rows(rows)
     else:
         n_blocks = -(-m // d)
         q = orthogonal_blocks(n_blocks, d, rng, fix_signs=(ensemble == "orthogonal"))

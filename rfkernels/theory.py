@@ -47,10 +47,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _beyond_theory as _bt
 from . import _hypergeometric as hg
 from .validation import (
     KINDS,
     NORMS,
+    PAPER_KINDS,
     check_bool,
     check_choice,
     check_finite,
@@ -63,8 +65,9 @@ from .validation import (
     check_vectors,
 )
 
-#: Ensembles with a closed-form theory (the reference code's unfixed QR has none).
-THEORY_ENSEMBLES = ("iid", "orthogonal")
+#: Ensembles with a closed-form theory (the reference code's unfixed QR and
+#: SORF have none; simplex is exact for chi norms, see ``docs/beyond.rst``).
+THEORY_ENSEMBLES = ("iid", "orthogonal", "simplex")
 
 _LN2 = np.log(2.0)
 #: Float64 arrays of the batch shape alive at once in a theory evaluation, an
@@ -256,10 +259,20 @@ def _log_neg_expm1_neg(a):
 # ---------------------------------------------------------------------------
 
 
+def _check_paper_kind(kind, what):
+    """Lemma 2 is the paper's statement about its three kinds: refuse the others clearly."""
+    check_kind(kind)
+    if kind not in PAPER_KINDS:
+        raise ValueError(
+            f"{what} is the Performer paper's statement for kind in {', '.join(map(repr, PAPER_KINDS))}; "
+            f"kind={kind!r} is beyond the paper: use theory.exact_mse (its exact MSE)")
+    return kind
+
+
 def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
     """Lemma 2 of [1]_ for a :class:`Geometry`; see :func:`lemma2_mse`."""
     log = check_bool(log, "log")
-    check_kind(kind)
+    _check_paper_kind(kind, "Lemma 2")
     check_norms(norms)
     if norms != "chi":
         raise ValueError("norms='fixed' is not supported by Lemma 2 (it assumes chi norms, "
@@ -440,12 +453,17 @@ def _log_mse_fixed(geom, m, kind, pairs):
     return np.logaddexp(2.0 * log_bias, log_w - np.log(m)) + two_log_pref
 
 
-def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", log=False):
+def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     """:func:`exact_mse` for a :class:`Geometry` (the form sweeps use)."""
     log = check_bool(log, "log")
     check_kind(kind)
     check_choice(ensemble, "ensemble", THEORY_ENSEMBLES)
     check_norms(norms)
+    if kind == "oprf" or ensemble == "simplex":
+        return _bt.exact_mse_beyond_from_geometry(geom, m, kind, ensemble=ensemble, norms=norms,
+                                                  A=A, log=log)
+    if A is not None:
+        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
     m = _check_m(m, geom)
     pairs = pairs_in_blocks(m, geom.d.astype(np.int64), ensemble)
     with np.errstate(over="ignore"):
@@ -456,8 +474,8 @@ def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", log=F
     return _finish(out, log, "exact MSE")
 
 
-def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", log=False):
-    r"""Exact MSE of an estimator, iid or (block-)orthogonal, chi or fixed norms.
+def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
+    r"""Exact MSE of an estimator, iid, (block-)orthogonal or simplex, chi or fixed norms.
 
     Parameters
     ----------
@@ -466,11 +484,19 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", log=False):
     m : int or array_like of int
         Number of projections; orthogonal projections come in independent
         blocks of ``d`` rows, the last one partial.
-    kind : {'trig', 'positive', 'hyperbolic'}
-    ensemble : {'iid', 'orthogonal'}
+    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
+        ``'oprf'``: optimal positive random features (``docs/beyond.rst``).
+    ensemble : {'iid', 'orthogonal', 'simplex'}
+        ``'simplex'`` (simplex random features, blocks of d rows, the last
+        partial) needs d >= 2 and chi norms.
     norms : {'chi', 'fixed'}
         Row norms: chi(d) (unbiased) or exactly ``sqrt(d)`` (biased; the
-        MSE is then bias² plus variance).
+        MSE is then bias² plus variance). ``kind='oprf'`` and
+        ``ensemble='simplex'`` have an exact theory with chi norms only.
+    A : float or array_like, optional
+        The OPRF parameter (< 1/8; ``kind='oprf'`` only), broadcast against
+        the batch; default: the optimal ``A*`` of each pair
+        (:func:`oprf_optimal_a`).
     log : bool
         Return the natural log of the MSE; finite wherever the MSE is
         positive, even far beyond float64's range.
@@ -484,7 +510,12 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", log=False):
     ------
     ValueError
         Non-finite, non-real ("Complex data not supported") or badly shaped
-        x, y; m < 1 or not broadcastable; unknown kind, ensemble or norms.
+        x, y; m < 1 or not broadcastable; unknown kind, ensemble or norms;
+        ``norms='fixed'`` with oprf or simplex; ``A`` >= 1/8 or given for
+        another kind; simplex with d = 1.
+    OverflowError
+        Simplex ensembles with ``|x ± y|^2/(d - 1)`` beyond about 3300 (the
+        quadrature's range).
     TypeError
         ``log`` not a bool; non-integer m.
     FloatingPointError
@@ -523,6 +554,14 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", log=False):
     tests/test_theory.py -k test_exact_mse_against_mpmath -rP -p no:cacheprovider
     | grep worst`` (and ``Haswell``).
 
+    OPRF (every ensemble) and simplex (every kind) come from
+    :func:`rfkernels._beyond_theory.exact_mse_beyond_from_geometry`: the
+    simplex pair term is a one-dimensional Gauss-Jacobi quadrature; against
+    40-digit mpmath the worst ``|log got - log ref|`` is 5.3e-12 on
+    ``|x ± y|^2`` in [1e-8, 1e3], d up to 1024 (``python3 -m pytest
+    tests/test_beyond_theory.py -k against_mpmath -rP -p no:cacheprovider |
+    grep worst``). Formulas: ``docs/beyond.rst``.
+
     Examples
     --------
     >>> import numpy as np
@@ -533,12 +572,31 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", log=False):
     >>> bool(ort < iid)
     True
     """
-    return exact_mse_from_geometry(geometry(x, y), m, kind, ensemble=ensemble, norms=norms, log=log)
+    return exact_mse_from_geometry(geometry(x, y), m, kind, ensemble=ensemble, norms=norms, A=A,
+                                   log=log)
 
 
-def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi"):
+def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None):
     """Natural log of :func:`exact_mse`; finite where the MSE overflows float64."""
-    return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, log=True)
+    return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, A=A, log=True)
+
+
+def oprf_optimal_a(x, y):
+    r"""The variance-minimising OPRF parameter ``A*`` of the pair(s) (x, y).
+
+    .. math:: A^* = \frac{1 - 2\rho - \sqrt{(2\rho + 1)^2 + 8\rho}}{16} \le 0,
+        \qquad \rho = |x + y|^2 / d,
+
+    evaluated without cancellation (full relative accuracy as rho -> 0,
+    where ``A* ~ -rho/2``). Broadcasts like :func:`geometry`; the default
+    ``A`` of :func:`exact_mse` with ``kind='oprf'``.
+    """
+    return oprf_optimal_a_from_geometry(geometry(x, y))
+
+
+def oprf_optimal_a_from_geometry(geom):
+    """:func:`oprf_optimal_a` for a :class:`Geometry` (``rho = s / d``)."""
+    return _bt.oprf_optimal_a_from_geometry(geom)
 
 
 def pair(d, norm_x, norm_y, angle):
@@ -575,6 +633,7 @@ __all__ = [
     "Geometry",
     "KINDS",
     "NORMS",
+    "PAPER_KINDS",
     "THEORY_ENSEMBLES",
     "exact_mse",
     "exact_mse_from_geometry",
@@ -583,6 +642,8 @@ __all__ = [
     "lemma2_mse",
     "lemma2_mse_from_geometry",
     "log_exact_mse",
+    "oprf_optimal_a",
+    "oprf_optimal_a_from_geometry",
     "pair",
     "pairs_in_blocks",
     "theorem2_bound",

@@ -11,10 +11,15 @@ import operator
 
 import numpy as np
 
-#: Estimator kinds (feature maps) the toolkit implements.
-KINDS = ("trig", "positive", "hyperbolic")
-#: Projection ensembles of :func:`rfkernels.draw_projections`.
-ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr")
+#: Estimator kinds (feature maps) the toolkit implements. New kinds are
+#: appended (attention seeds use the index): ``"oprf"`` is the optimal
+#: positive random features of Likhosherstov et al. (2022), beyond the paper.
+KINDS = ("trig", "positive", "hyperbolic", "oprf")
+#: The Performer paper's three kinds (Lemma 2, Theorem 2, the paper's figures).
+PAPER_KINDS = ("trig", "positive", "hyperbolic")
+#: Projection ensembles of :func:`rfkernels.draw_projections`, appended in
+#: the same way: ``"simplex"`` (Reid et al. 2023) and ``"sorf"`` (Yu et al. 2016).
+ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf")
 #: Row-norm laws for the projections.
 NORMS = ("chi", "fixed")
 
