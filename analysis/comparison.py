@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from rfkernels import theory
+from rfkernels import reduced, theory
 from rfkernels.backends import check_backend
 from rfkernels.validation import (
     ENSEMBLES,
@@ -78,9 +78,21 @@ def theory_columns(geom, m, kind, ensemble, norms):
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
     logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
     beyond = kind == "oprf" or ensemble == "simplex"
+    out_of_range = np.zeros(shape, dtype=bool)
     if ensemble in theory.THEORY_ENSEMBLES and not (beyond and norms == "fixed"):
-        logs["mse_exact"][...] = theory.exact_mse_from_geometry(
-            geom, m, kind, ensemble=ensemble, norms=norms, log=True)
+        try:
+            logs["mse_exact"][...] = theory.exact_mse_from_geometry(
+                geom, m, kind, ensemble=ensemble, norms=norms, log=True)
+        except OverflowError:  # a point beyond the simplex quadrature's range: the others still count
+            g_all = theory.Geometry(*(np.broadcast_to(a, shape) for a in geom))
+            m_all = np.broadcast_to(m, shape)
+            for i in np.ndindex(shape):
+                try:
+                    logs["mse_exact"][i] = theory.exact_mse_from_geometry(
+                        theory.Geometry(*(a[i] for a in g_all)), m_all[i], kind,
+                        ensemble=ensemble, norms=norms, log=True)
+                except OverflowError:
+                    out_of_range[i] = True
     if norms == "chi" and kind in PAPER_KINDS:
         logs["mse_lemma2"][...] = theory.lemma2_mse_from_geometry(geom, m, kind, log=True)
         if kind == "positive" and ensemble == "orthogonal":
@@ -96,6 +108,8 @@ def theory_columns(geom, m, kind, ensemble, norms):
         out[name] = np.exp(np.where(over, np.nan, lv))
         for i in zip(*np.nonzero(over)) if over.ndim else ([()] if over else []):
             note[i] = (note[i] + "; " if note[i] else "") + f"{name} beyond float64: log = {lv[i]:.6g}"
+    for i in zip(*np.nonzero(out_of_range)) if out_of_range.ndim else ([()] if out_of_range else []):
+        note[i] = (note[i] + "; " if note[i] else "") + "mse_exact beyond the range of its quadrature"
     out["note"] = note
     return out
 
@@ -322,12 +336,8 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
     if method == "reduced":
-        for what, values, new in (("kind", kinds, ("oprf",)),
-                                  ("ensemble", ensembles, ("simplex", "sorf"))):
-            for v in values:
-                if v in new:
-                    raise ValueError(f"method='reduced': no reduced sampler yet for {what}={v!r}; "
-                                     "use method='literal'")
+        for kind, ensemble in itertools.product(kinds, ensembles):
+            reduced.check_reduced(kind, ensemble)
     # every point is built and its geometry checked before any Monte Carlo runs
     points = []
     for i, g in enumerate(_geometry_list(geometries)):

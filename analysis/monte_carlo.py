@@ -170,9 +170,6 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
             + 8 * (16 * pairs * m + 2 * pairs * pairs + pairs * chunk) + accumulate)
 
 
-#: What the reduced engine samples (:mod:`rfkernels.reduced`); the rest is literal only.
-_REDUCED_KINDS = ("trig", "positive", "hyperbolic")
-
 
 def _check_a(A, kind):
     """None (A* of each pair) or one float < 1/8, for kind 'oprf' only."""
@@ -210,16 +207,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
     A = _check_a(A, kind)
-    if method == "reduced" and (kind not in _REDUCED_KINDS
-                                or ensemble in ("simplex", "sorf")):
-        what = f"kind={kind!r}" if kind not in _REDUCED_KINDS else f"ensemble={ensemble!r}"
-        raise ValueError(f"method='reduced': no reduced sampler yet for {what}; use method='literal'")
-    if method == "reduced" and ensemble not in reduced.REDUCED_ENSEMBLES:
-        raise ValueError(
-            f"method='reduced' has no sampler for ensemble={ensemble!r}: its projections are "
-            "not rotation invariant, so the scalar projections cannot be drawn on their own; "
-            "use method='literal'"
-        )
+    if method == "reduced":
+        reduced.check_reduced(kind, ensemble)
     if geometry is None or X is not None or method == "literal":
         Xa = check_matrix(X, names[0])
         Ya = check_matrix(Y, names[1])

@@ -56,12 +56,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rfkernels import reduced, theory
+from rfkernels.backends import BACKENDS
 from rfkernels.storage import atomic_write, git_revision, package_versions
 from rfkernels.validation import ENSEMBLES, KINDS, NORMS, check_memory
-from rfkernels.backends import BACKENDS
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
-from .points import GRID_AXES, check_norm_axes, norms_from_sum, point_id, point_ids, point_seed
+from .points import (
+    GRID_AXES,
+    check_norm_axes,
+    norms_from_sum,
+    point_id,
+    point_ids,
+    point_seed,
+)
 
 #: Keys of the ``[run]`` table and their defaults.
 RUN_DEFAULTS = {
@@ -183,16 +191,19 @@ class SweepSpec:
             raise SweepError("grid.angle: with d = 1 the angle must be 0 or pi")
         if "norm_sum" in g and math.pi in g["angle"]:
             raise SweepError("grid.angle: pi is not allowed with norm_sum (|x + y| = 0 there)")
-        if self.run["theory_only"] and "orthogonal-unfixed-qr" in g["ensemble"]:
-            raise SweepError(
-                "grid.ensemble: 'orthogonal-unfixed-qr' has no closed form; a theory-only "
-                "sweep accepts 'iid' and 'orthogonal'"
-            )
-        if self.run["method"] == "reduced" and "orthogonal-unfixed-qr" in g["ensemble"]:
-            raise SweepError(
-                "grid.ensemble: 'orthogonal-unfixed-qr' can only be sampled literally; "
-                "set run.method = 'literal'"
-            )
+        if self.run["theory_only"]:
+            for ensemble in g["ensemble"]:
+                if ensemble not in theory.THEORY_ENSEMBLES:
+                    raise SweepError(
+                        f"grid.ensemble: {ensemble!r} has no closed form; a theory-only sweep "
+                        f"accepts {', '.join(map(repr, theory.THEORY_ENSEMBLES))}"
+                    )
+        elif self.run["method"] == "reduced":
+            for kind, ensemble in itertools.product(g["kind"], g["ensemble"]):
+                try:
+                    reduced.check_reduced(kind, ensemble)
+                except ValueError as exc:
+                    raise SweepError(f"grid: {exc} (set run.method = 'literal')") from None
 
     # -- points -------------------------------------------------------------
 

@@ -66,7 +66,9 @@ import numpy as np
 
 from . import _elementary as elem
 from . import rng
+from .backends import get_array_module
 from .validation import (
+    ENSEMBLES,
     _complex_error,
     check_choice,
     check_finite,
@@ -74,17 +76,18 @@ from .validation import (
     check_kind,
     check_norms,
 )
-from .backends import get_array_module
 
 __all__ = [
     "DEFAULT_CHUNK",
     "MAX_PAIRS",
     "MAX_TRIALS",
     "REDUCED_ENSEMBLES",
+    "REDUCED_KINDS",
     "STREAM_DIRECTION",
     "STREAM_LENGTH",
     "STREAM_TAIL",
     "Normalisation",
+    "check_reduced",
     "default_chunk",
     "engine_bytes",
     "engine_namespace",
@@ -97,7 +100,10 @@ __all__ = [
     "trial_counters",
 ]
 
-#: Ensembles with an exact reduced sampler (the unfixed QR's law is not rotation invariant).
+#: Kinds with a reduced sampler (oprf: literal sampling only, for now).
+REDUCED_KINDS = ("trig", "positive", "hyperbolic")
+#: Ensembles with an exact reduced sampler (the unfixed QR's law is not rotation invariant;
+#: simplex and sorf: literal sampling only, for now).
 REDUCED_ENSEMBLES = ("iid", "orthogonal")
 #: Stream of the direction normals g_i.
 STREAM_DIRECTION = 16
@@ -403,6 +409,24 @@ def engine_bytes(m, chunk, backend):
     return VECTORISED_ARRAYS * 8 * m * chunk
 
 
+def check_reduced(kind, ensemble):
+    """Refuse, naming the argument, a kind or ensemble the reduced engine cannot sample."""
+    check_kind(kind)
+    if kind not in REDUCED_KINDS:
+        raise ValueError(f"method='reduced': no reduced sampler yet for kind={kind!r}; "
+                         "use method='literal'")
+    if ensemble == "orthogonal-unfixed-qr":
+        raise ValueError(
+            f"method='reduced' has no sampler for ensemble={ensemble!r}: its projections are "
+            "not rotation invariant, so the scalar projections cannot be drawn on their own; "
+            "use method='literal'"
+        )
+    if ensemble not in REDUCED_ENSEMBLES:
+        check_choice(ensemble, "ensemble", ENSEMBLES)
+        raise ValueError(f"method='reduced': no reduced sampler yet for ensemble={ensemble!r}; "
+                         "use method='literal'")
+
+
 def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", trials, first=0,
                     pair=0, chunk=None, backend="numpy"):
     """Normalised estimates of one pair, chunk by chunk: the Monte Carlo engine.
@@ -421,9 +445,7 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
       numba-cuda from the same scalar source as the CPU kernels (without
       numba-cuda: :func:`normalised_estimates` on CuPy arrays).
     """
-    check_kind(kind)
-    if ensemble not in REDUCED_ENSEMBLES:
-        check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    check_reduced(kind, ensemble)
     check_norms(norms)
     m, d = check_int(m, "m"), check_int(d, "d")
     trials, first = check_int(trials, "trials"), check_int(first, "first", minimum=0)

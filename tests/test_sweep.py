@@ -91,7 +91,7 @@ def test_issue_grid_file_parses(tmp_path):
         ({k: v for k, v in SMALL.items() if k != "d"}, {}, r"grid\.d: missing"),
         ({**SMALL, "ensemble": ["orthogonal-unfixed-qr"]}, {"theory_only": True},
          r"grid\.ensemble: 'orthogonal-unfixed-qr' has no closed form"),
-        ({**SMALL, "ensemble": ["orthogonal-unfixed-qr"]}, {}, r"can only be sampled literally"),
+        ({**SMALL, "ensemble": ["orthogonal-unfixed-qr"]}, {}, r"has no sampler for ensemble='orthogonal-unfixed-qr'.*run.method = 'literal'"),
         (SMALL, {"trials": 1}, r"run\.trials: must be an integer >= 2"),
         (SMALL, {"backend": "fortran"}, r"run\.backend: 'fortran' is not one of"),
         (SMALL, {"speed": 3}, r"run\.speed: unknown key"),
@@ -906,3 +906,15 @@ def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
     row = evaluate_point(point, trials=500, seed=1, method=method)
     assert calls == {"exact": 1, "geometry": 0}
     assert math.isfinite(row["z"]) and row["z"] == (row["mse_mc"] - row["mse_exact"]) / row["stderr"]
+
+
+def test_new_kinds_and_ensembles_are_checked_before_any_work(tmp_path):
+    """oprf/simplex/sorf have no reduced sampler yet: refused up front, or run literally."""
+    with pytest.raises(SweepError, match="no reduced sampler yet for kind='oprf'.*run.method"):
+        SweepSpec.from_dict({**SMALL, "kind": ["oprf"]}, SMALL_RUN)
+    with pytest.raises(SweepError, match="'sorf' has no closed form"):
+        SweepSpec.from_dict({**SMALL, "ensemble": ["sorf"]}, {"theory_only": True})
+    spec = SweepSpec.from_dict({**SMALL, "kind": ["oprf"], "ensemble": ["simplex"]},
+                               {**SMALL_RUN, "method": "literal", "trials": 200})
+    rows = load_table(run_sweep(spec, str(tmp_path / "out")))
+    assert all(r["kind"] == "oprf" and math.isfinite(r["mse_exact"]) for r in rows)

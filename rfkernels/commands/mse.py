@@ -6,11 +6,12 @@ import math
 import sys
 
 from ..cli import command
+from ..validation import ENSEMBLES, KINDS, PAPER_KINDS
 from ._options import float_value, int_value
 from ._output import dumps
 
-_KINDS = "trig, positive, hyperbolic"
-_ENSEMBLES = "iid, orthogonal, orthogonal-unfixed-qr"
+_KINDS = ", ".join(KINDS)
+_ENSEMBLES = ", ".join(ENSEMBLES)
 
 
 def _add_mse(p):
@@ -24,7 +25,8 @@ def _add_mse(p):
     p.add_argument("--norm-y", type=float_value, default=1.0, help="|y|")
     p.add_argument("--angle", type=float_value, default=1.0,
                    help="angle between x and y, radians in [0, pi]")
-    p.add_argument("--kind", default="positive", help=f"estimator: {_KINDS}")
+    p.add_argument("--kind", default="positive",
+                   help=f"estimator: {_KINDS} (oprf, simplex, sorf: --method literal for now)")
     p.add_argument("--ensemble", default="iid", help=f"projections: {_ENSEMBLES}")
     p.add_argument("--norms", default="chi", help="row norms: chi (unbiased) or fixed (sqrt(d))")
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
@@ -45,7 +47,7 @@ def null_reason(key, value, out):
     if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
         return None
     reasons = {
-        "mse_lemma2": "Lemma 2 holds for chi norms only",
+        "mse_lemma2": "Lemma 2 holds for the paper's kinds with chi norms only",
         "mse_theorem2": "Theorem 2 bounds positive features with chi norms and m <= d only",
         "mse_exact": f"no closed form for the {out.get('ensemble')} ensemble",
         "bias_z": "bias_stderr is 0",
@@ -65,7 +67,7 @@ def theory_values(geom, m, kind, ensemble, norms):
     from .. import theory
 
     lemma2 = theorem2 = None
-    if norms == "chi":
+    if norms == "chi" and kind in PAPER_KINDS:
         lemma2 = float(theory.lemma2_mse_from_geometry(geom, m, kind))
         if kind == "positive" and m <= int(geom.d):
             theorem2 = float(theory.theorem2_bound_from_geometry(geom, m))
@@ -123,7 +125,9 @@ def _run_mse(args):
         return f"{v:10.4e}" if v is not None else f"{'n/a':>9}    ({null_reason(key, v, out)})"
 
     r = res
-    feats = r.m if r.kind == "positive" else 2 * r.m
+    from ..features import feature_dimension
+
+    feats = feature_dimension(r.kind, r.d, m=r.m)
     print(f"MSE of the {r.kind} estimator of SM = exp(x.y): {r.ensemble} projections, {r.norms} norms")
     print(f"d = {r.d}, m = {r.m} projections ({feats} features), |x| = {args.norm_x:g}, "
           f"|y| = {args.norm_y:g}, angle = {args.angle:g} rad: |x+y|^2 = {float(geom.s):.4g}, "
