@@ -11,6 +11,21 @@
   attention (how many key/value pairs a feature map stores).
 """
 
+from .attention import (
+    AttentionMSETable,
+    AttentionRegime,
+    FeatureMapMSETable,
+    attention_inputs,
+    attention_mse,
+    attention_regime,
+    attention_regime_from_tables,
+    feature_map_attention_mse,
+    local_slopes,
+    study_inputs,
+)
+from .attention_theory import FirstOrderMSE, attention_mse_first_order
+from .capacity import CapacityResult, FeatureMapSpec, capacity, parse_map
+from .comparison import bias_audit, compare, evaluate_point
 from .monte_carlo import (
     METHODS,
     MonteCarloBatch,
@@ -22,38 +37,40 @@ from .monte_carlo import (
     pareto_k_hat,
     trial_estimates,
 )
-
-from .attention import AttentionMSETable, attention_inputs, attention_mse
-from .comparison import bias_audit, compare, evaluate_point
 from .sweep import SweepError, SweepIOError, SweepSpec, load_table, run_sweep
-from .attention import FeatureMapMSETable, feature_map_attention_mse
-from .capacity import CapacityResult, FeatureMapSpec, capacity, parse_map
 
 __all__ = [
+    "METHODS",
     "AttentionMSETable",
+    "AttentionRegime",
+    "CapacityResult",
+    "FeatureMapMSETable",
+    "FeatureMapSpec",
+    "FirstOrderMSE",
+    "MonteCarloBatch",
+    "MonteCarloResult",
     "SweepError",
     "SweepIOError",
     "SweepSpec",
+    "TailDiagnostic",
     "attention_inputs",
     "attention_mse",
+    "attention_mse_first_order",
+    "attention_regime",
+    "attention_regime_from_tables",
     "bias_audit",
+    "capacity",
     "compare",
     "evaluate_point",
+    "feature_map_attention_mse",
     "load_table",
-    "run_sweep",
-    "METHODS",
-    "MonteCarloBatch",
-    "MonteCarloResult",
-    "TailDiagnostic",
+    "local_slopes",
     "monte_carlo_mse",
     "monte_carlo_mse_batch",
     "monte_carlo_mse_from_geometry",
     "pareto_k_hat",
-    "trial_estimates",
-    "FeatureMapMSETable",
-    "feature_map_attention_mse",
-    "CapacityResult",
-    "FeatureMapSpec",
-    "capacity",
     "parse_map",
+    "run_sweep",
+    "study_inputs",
+    "trial_estimates",
 ]

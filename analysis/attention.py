@@ -30,28 +30,60 @@ standard deviation about :math:`\sigma^2/\sqrt d`. Raw N(0, 1) entries
 divided by the Transformer's :math:`d^{1/4}` are the case
 :math:`\sigma = d^{1/4}` (2 at d = 16).
 
-The default :data:`DEFAULT_INPUT_SCALE` = 1 (unit-norm queries and keys on
-average) is the regime where the approximations are informative and the
-paper's claims can be checked; what holds there (L = 4096, d = 16,
-15 samples, seed 0; the exact outputs have mean square 2.4e-4):
+What the data shows
+-------------------
+The paper [1]_ reports positive features about 100x below trigonometric ones
+at every m in 2..128 and orthogonal projections below iid ones everywhere.
+Neither holds at every input scale; as conditions on σ and m (L = 4096,
+d = 16, 15 inputs, seed 0, measured with
+``rfkernels figures --only attention_regime``, tables
+``attention_regime_rows.csv`` and ``attention_regime_comparisons.csv``):
 
-- positive << trig at small m: at m = 4 the MSE is 1.4e-4 (positive, iid)
-  against 3.3 (trig, iid) and 0.17 (trig, orthogonal), because trig
-  normalisers are noisy and often negative (55 rows of 4096 per sample at
-  m = 4, iid). The order reverses from m ~ d: at m = 256 trig with
-  orthogonal projections reaches 9.3e-7 against 7.0e-6 for positive;
-  with |q|, |k| ~ 1 the trig estimate has no small kernel values to spoil.
-- orthogonal < iid, most at small m: trig 1.9e-2 -> 1.5e-5 at m = 16,
-  only 2.7e-6 -> 9.3e-7 at m = 256; positive 8.8e-5 -> 5.3e-5 at m = 16 = d,
-  a 10 % gain at m = 256, and no significant difference at m <= 4.
+- **Claim 1, positive below trig**, holds at small m for σ >= 0.75 and at
+  every m <= 128 only for σ >= 1.5. At σ = 1 (the default) it holds for
+  m <= 16 iid (trig/positive 3.7e3 at m = 2, 2.2e2 at m = 16) and m <= 8
+  orthogonal (3.1e4 at m = 2), and reverses from m = 32 iid (0.63, 0.34 at
+  m = 128) and m = 16 orthogonal (0.28, 0.14 at m = 128): trig features
+  are noisy at small m because their normalisers are noisy and often
+  negative, and better once m is large enough. At σ = 0.5 trig is below
+  positive at every m >= 4 (iid) and every m (orthogonal). At σ = 1.5
+  positive is below trig at every m <= 128 (ratios >= 3.3), but its MSE
+  (orthogonal: 1.1e-3 at m = 2, 3.2e-4 at m = 128) is not below the exact
+  outputs' mean square (3.2e-4: the MSE of returning zeros) and its local
+  slope of log MSE against log m is -0.53 to -0.03, far from 1/m.
+- **Claim 2, orthogonal below iid**, holds for trig and hyperbolic
+  features at m >= 8 where their MSE falls like 1/m (σ <= 1: iid/orthogonal
+  about 10 for trig at σ <= 0.5, about 3 at σ = 1; hyperbolic 1.4 to 10
+  at σ <= 0.75). For positive features it is small: orthogonal/iid below 1
+  from m = 8 to 64 at σ <= 1, significantly (paired z > 2) only at
+  m = 16, 32 (0.56 to 0.75); at m = 2, 4 it is 1.1 to 1.3 (not significant) and at m >= 64 and
+  σ >= 1.25 orthogonal is above iid (1.7 at σ = 1.5, m = 256). "Orthogonal
+  beats iid most at small m" is false for positive features.
+- **1/m.** The positive MSE falls like 1/m (local slope within
+  :data:`SLOPE_TOLERANCE` of -1) for σ <= 0.75 at m <= 128; at σ = 1 the
+  slope is -0.6 to -0.94, at σ >= 1.5 near 0: the squared error is roughly
+  log-normal with a log-variance growing like :math:`|q + k|^2 \approx 2\sigma^2`
+  (MATH.md), and one input can carry most of a mean (``heavy_tail``: one
+  input above :data:`HEAVY_TAIL_SHARE` of it).
 
-Other scales, same seeds: at sigma = 1.5 positive is below trig for every
-m <= 128, but its MSE is 0.6 to 3 times the exact outputs' mean square,
-i.e. no better than returning zeros; at sigma = 2 (raw N(0, 1) entries with
-the Transformer temperature) the positive MSE stays between 2e-3 and 4e-3
-from m = 2 to 256 against a mean square of 6.9e-4: the squared error of positive features
-is roughly log-normal with log-variance growing like :math:`|q + k|^2 \approx 2\sigma^2`
-(MATH.md), and m = 256 is far from its 1/m regime.
+So no input scale makes both claims hold at every m of the paper's plot:
+σ = 1.5 gives claim 1 everywhere, with MSEs no better than zeros and no
+orthogonal gain for positive features. Figure 4 at that σ and at σ = 1 is
+``rfkernels figures --only figure4``.
+
+The seed summary's levels (positive about 1e-8 at m = 32 and 1e-10 at
+m = 128, trig 1e-6 and 1e-7) are doubtful: a 100x drop over a 4x increase
+of m is not the 1/m behaviour of any series here. The trig levels are met
+near σ = 0.5 (iid 7.8e-7 at m = 32, 1.9e-7 at m = 128); the positive ones
+by no σ of the map (σ = 0.25, orthogonal: 4.5e-7 and 1.1e-7), and at the
+scales where positive features would be that small, trig features are
+below them.
+
+The first-order theory (:func:`rfkernels.analysis.attention_mse_first_order`,
+iid) is the dotted line of the attention figures: exactly 1/m, it follows
+Monte Carlo where the expansion holds (small σ, m large enough that trig
+normalisers stay positive) and is far above it where E[g g'] is dominated
+by rare huge features (positive and hyperbolic at σ >= 1).
 
 Deterministic feature maps
 --------------------------
@@ -128,18 +160,33 @@ from rfkernels.validation import (
 )
 
 __all__ = [
+    "CLAIM_Z",
+    "DEFAULT_ENSEMBLES",
     "DEFAULT_INPUT_SCALE",
+    "DEFAULT_KINDS",
+    "HEAVY_TAIL_SHARE",
     "INPUT_DISTRIBUTION",
+    "SLOPE_TOLERANCE",
     "AttentionMSETable",
+    "AttentionRegime",
     "FeatureMapMSETable",
     "attention_bytes",
     "attention_inputs",
     "attention_mse",
+    "attention_regime",
+    "attention_regime_from_tables",
     "feature_map_attention_mse",
+    "local_slopes",
+    "study_inputs",
 ]
 
 #: Default σ of :func:`attention_inputs`: E|q|² = E|k|² = 1.
 DEFAULT_INPUT_SCALE = 1.0
+#: Default kinds of the study: the paper's three (not ``rfkernels.validation.KINDS``,
+#: which may grow; seeds use ``KINDS.index(kind)``, stable because kinds are appended).
+DEFAULT_KINDS = ("trig", "positive", "hyperbolic")
+#: Default ensembles of the study.
+DEFAULT_ENSEMBLES = ("iid", "orthogonal")
 #: One-line description of the inputs, recorded in every table's metadata.
 INPUT_DISTRIBUTION = (
     "q_i, k_j ~ N(0, (input_scale^2/d) I_d) iid, v_j ~ N(0, I_d) iid; "
@@ -175,6 +222,91 @@ def _entropy(seed):
         f"seed must be None, a non-negative int or a numpy.random.SeedSequence; "
         f"got {type(seed).__name__}"
     )
+
+
+#: Kinds whose bidirectional NumPy passes go through :class:`_LeanFavor`.
+_LEAN_KINDS = ("trig", "positive", "hyperbolic")
+
+
+def _one_blas_thread():
+    """BLAS limited to one thread (threadpoolctl, where installed), else no change.
+
+    The study's matrix products are skinny ((L, 16) by (16, 2m), (L, 2m) by
+    (2m, 17)); on 2 CPUs threaded BLAS made them 3 to 6 times slower
+    (L = 4096, m = 16..256, measured with OPENBLAS_NUM_THREADS=1 against the default).
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+class _LeanFavor:
+    """Bidirectional FAVOR on NumPy for one input (Q, K, V), whole sequence at once.
+
+    The study's inner loop: the same computation as
+    :func:`rfkernels.attention.favor_attention` (equal to rounding, tested),
+    with |k|²/2 and [V, 1] computed once per input and reused for every
+    projection matrix, all L rows in one pass (no row blocks: the study's
+    ``attention_bytes`` check covers the (L, 2m) feature arrays), and the
+    same stabilisation: positive per-row / per-key-set maxima subtracted in
+    the exponent, trig keys scaled by exp(|k|²/2 − max), query factors
+    dropped. ``output(w, kind, nonpositive)`` returns ``(output, rows with a
+    normaliser <= 0)`` under the policies of ``favor_attention``.
+    """
+
+    def __init__(self, q, k, v):
+        self.q, self.k = q, k
+        self.half_k = 0.5 * np.sum(k * k, axis=1)
+        self.v1 = np.concatenate([v, np.ones((v.shape[0], 1))], axis=1)
+        self.trig_scale = np.exp(self.half_k - self.half_k.max())[:, None]
+
+    def _num_den(self, w, kind):
+        pq = self.q @ w.T
+        pk = self.k @ w.T
+        if kind == "trig":
+            sk, ck = np.sin(pk), np.cos(pk)
+            sk *= self.trig_scale
+            ck *= self.trig_scale
+            out = np.sin(pq) @ (sk.T @ self.v1) + np.cos(pq) @ (ck.T @ self.v1)
+        elif kind == "positive":
+            lk = pk - self.half_k[:, None]
+            phik = np.exp(lk - lk.max())
+            phiq = np.exp(pq - pq.max(axis=1, keepdims=True))
+            out = phiq @ (phik.T @ self.v1)
+        else:  # hyperbolic: features exp(+-w.x - |x|^2/2)
+            abs_k = np.abs(pk) - self.half_k[:, None]
+            shift_k = abs_k.max()
+            top_q = np.abs(pq).max(axis=1, keepdims=True)
+            plus = np.exp(pk - self.half_k[:, None] - shift_k).T @ self.v1
+            minus = np.exp(-pk - self.half_k[:, None] - shift_k).T @ self.v1
+            out = np.exp(pq - top_q) @ plus + np.exp(-pq - top_q) @ minus
+        return out[:, :-1], out[:, -1]
+
+    def output(self, w, kind, nonpositive):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            num, den = self._num_den(w, kind)
+            bad = den <= 0
+            n_bad = int(np.sum(bad))
+            if n_bad and nonpositive == "raise":
+                raise FloatingPointError(
+                    f"attention_mse(kind={kind!r}): {n_bad} row(s) have a non-positive normaliser "
+                    "sum_j phi(q_i).phi(k_j) <= 0; pass nonpositive='nan' or 'divide'"
+                )
+            zero = den == 0 if nonpositive == "divide" else bad
+            out = num / np.where(zero, 1.0, den)[:, None]
+            out[zero] = np.nan
+        finite = np.all(np.isfinite(out), axis=1)
+        if not bool(np.all(finite | bad)):
+            raise FloatingPointError(
+                f"attention_mse(kind={kind!r}) overflowed in rows with a positive normaliser; "
+                "the inputs or projections are too large"
+            )
+        out[bad & ~finite] = np.nan
+        return out, n_bad
 
 
 def attention_inputs(L, d, *, input_scale=DEFAULT_INPUT_SCALE, seed=None):
@@ -218,7 +350,9 @@ def attention_bytes(L, d, m):
     r = 2 * m
     rows = min(FAVOR_BLOCK, L)
     logits = min(L, max(1, SOFTMAX_BLOCK_ELEMENTS // L)) * L
-    return 8 * (6 * L * d + 3 * logits + 6 * rows * r + 2 * r * d + 4 * m * d + 2 * rows * rows)
+    lean = 6 * L * r  # _LeanFavor: projections, features and their products for all L rows
+    return 8 * (6 * L * d + 3 * logits + max(6 * rows * r + 2 * rows * rows, lean) + 2 * r * d
+                + 4 * m * d)
 
 
 class AttentionMSETable:
@@ -393,8 +527,8 @@ def attention_mse(
     ms = [int(m) for m in ms.reshape(-1)]
     if len(set(ms)) != len(ms):
         raise ValueError(f"m_values must not repeat a value; got {m_values!r}")
-    kinds = _check_names(kinds, "kinds", check_kind, KINDS)
-    ensembles = _check_names(ensembles, "ensembles", check_ensemble, ("iid", "orthogonal"))
+    kinds = _check_names(kinds, "kinds", check_kind, DEFAULT_KINDS)
+    ensembles = _check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES)
     samples = check_int(samples, "samples", minimum=2)
     entropy = _entropy(seed)
     scale = _check_scale(input_scale, "input_scale")
@@ -425,20 +559,26 @@ def attention_mse(
         t_exact += time.perf_counter() - t0
         if progress is not None:
             progress(1)
-        for g, (m, kind, ens) in enumerate(grid):
-            key = (_SPAWN_PROJECTIONS, s, m, KINDS.index(kind), ENSEMBLES.index(ens))
-            w = draw_projections(
-                m, d, ensemble=ens, norms=norms, backend=backend,
-                seed=np.random.SeedSequence(entropy, spawn_key=key),
-            )
-            t0 = time.perf_counter()
-            res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive)
-            err = res.output - exact
-            mse[g, s] = float(xp.mean(err * err))
-            t_favor += time.perf_counter() - t0
-            n_bad_rows[g, s] = res.n_nonpositive_denominators
-            if progress is not None:
-                progress(1)
+        lean = _LeanFavor(q, k, v) if (backend == "numpy" and not causal) else None
+        with _one_blas_thread():
+            for g, (m, kind, ens) in enumerate(grid):
+                key = (_SPAWN_PROJECTIONS, s, m, KINDS.index(kind), ENSEMBLES.index(ens))
+                w = draw_projections(
+                    m, d, ensemble=ens, norms=norms, backend=backend,
+                    seed=np.random.SeedSequence(entropy, spawn_key=key),
+                )
+                t0 = time.perf_counter()
+                if lean is not None and kind in _LEAN_KINDS:
+                    output, n_bad = lean.output(w, kind, nonpositive)
+                else:
+                    res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive)
+                    output, n_bad = res.output, res.n_nonpositive_denominators
+                err = output - exact
+                mse[g, s] = float(xp.mean(err * err))
+                t_favor += time.perf_counter() - t0
+                n_bad_rows[g, s] = n_bad
+                if progress is not None:
+                    progress(1)
 
     rows = []
     for g, (m, kind, ens) in enumerate(grid):
@@ -631,3 +771,169 @@ def feature_map_attention_mse(
         "seconds_maps": t_maps,
     }
     return FeatureMapMSETable(rows, mse, meta)
+
+
+# --------------------------------------------------------------- the regime map
+
+#: A point is flagged heavy-tailed when one input carries more than this share
+#: of the mean over inputs (``mse_max_share``; 1/15 when 15 inputs agree).
+HEAVY_TAIL_SHARE = 0.5
+#: The MSE "falls like 1/m" at a grid point when its local slope of log MSE
+#: against log m is within this distance of -1.
+SLOPE_TOLERANCE = 0.25
+#: A comparison holds (or is reversed) when the paired mean difference of the
+#: per-input MSEs is more than this many standard errors from 0.
+CLAIM_Z = 2.0
+
+
+def study_inputs(L, d, sample, *, input_scale=DEFAULT_INPUT_SCALE, seed=0):
+    """Q, K, V of input ``sample`` of :func:`attention_mse` with the same ``seed`` and scale."""
+    sample = check_int(sample, "sample", minimum=0)
+    ss = np.random.SeedSequence(_entropy(seed), spawn_key=(_SPAWN_INPUTS, sample))
+    return attention_inputs(L, d, input_scale=input_scale, seed=ss)
+
+
+def local_slopes(m_values, mse):
+    """Local slope of log MSE against log m on a grid (centred inside, one-sided at the ends).
+
+    None where a neighbour's MSE is missing or not positive; a single m gives [None].
+    """
+    m = np.asarray(m_values, dtype=float)
+    y = np.array([np.nan if v is None or not v > 0 else math.log(v) for v in mse])
+    x = np.log(m)
+    out = []
+    for i in range(m.size):
+        lo, hi = max(0, i - 1), min(m.size - 1, i + 1)
+        if lo == hi or not (np.isfinite(y[lo]) and np.isfinite(y[hi])):
+            out.append(None)
+        else:
+            out.append(float((y[hi] - y[lo]) / (x[hi] - x[lo])))
+    return out
+
+
+class AttentionRegime:
+    """Result of :func:`attention_regime`: where the paper's claims hold, over σ and m.
+
+    Attributes
+    ----------
+    tables : dict
+        Input scale σ -> :class:`AttentionMSETable` (all the same grid and seed).
+    rows : list of dict
+        One per (σ, m, kind, ensemble): ``mse_mean``, ``mse_std``, ``mse_se``,
+        ``mse_max_share``, ``heavy_tail`` (share > :data:`HEAVY_TAIL_SHARE`),
+        ``exact_output_mean_square``, ``slope`` (:func:`local_slopes`) and
+        ``one_over_m`` (``|slope + 1| <= slope_tolerance``).
+    comparisons : list of dict
+        One per (σ, m, comparison): ``"trig/positive"`` per ensemble (the
+        paper's first claim: positive below trig) and ``"orthogonal/iid"``
+        per kind (the second: orthogonal below iid). ``ratio`` is the ratio
+        of the mean MSEs (numerator's over denominator's); ``z`` the paired
+        z of the per-input differences; ``holds`` (z > claim_z),
+        ``reversed`` (z < -claim_z); ``one_over_m`` when both series fall
+        like 1/m there.
+    """
+
+    def __init__(self, tables, rows, comparisons, meta):
+        self.tables, self.rows, self.comparisons, self.meta = tables, rows, comparisons, meta
+
+
+def _paired(table, a, b):
+    ia = table.rows.index(table.select(**a)[0])
+    ib = table.rows.index(table.select(**b)[0])
+    xa, xb = table.per_sample_mse[ia], table.per_sample_mse[ib]
+    ok = np.isfinite(xa) & np.isfinite(xb)
+    diff = xa[ok] - xb[ok]
+    ma, mb = table.rows[ia]["mse_mean"], table.rows[ib]["mse_mean"]
+    ratio = None if not (ma and mb) else ma / mb
+    if diff.size < 2:
+        return ratio, None
+    sd = float(diff.std(ddof=1))
+    z = None if sd == 0 else float(diff.mean() / (sd / math.sqrt(diff.size)))
+    return ratio, z
+
+
+def attention_regime_from_tables(tables, *, slope_tolerance=SLOPE_TOLERANCE, claim_z=CLAIM_Z,
+                                 heavy_tail_share=HEAVY_TAIL_SHARE):
+    """The regime map (:class:`AttentionRegime`) from tables of :func:`attention_mse`.
+
+    ``tables`` maps σ to a table; every table must hold the same m, kinds
+    and ensembles. Comparisons are made where both series are present.
+    """
+    if not tables:
+        raise ValueError("tables must map at least one input scale to an AttentionMSETable")
+    rows, comps = [], []
+    for scale in sorted(tables):
+        t = tables[scale]
+        if not isinstance(t, AttentionMSETable):
+            raise TypeError(f"tables[{scale!r}] must be an AttentionMSETable; got {type(t).__name__}")
+        ms = sorted(t.meta["m_values"])
+        base = float(np.mean(t.meta["exact_output_mean_square"]))
+        slope = {}
+        for kind in t.meta["kinds"]:
+            for ens in t.meta["ensembles"]:
+                series = [t.select(m=m, kind=kind, ensemble=ens)[0] for m in ms]
+                for m, r, s in zip(ms, series, local_slopes(ms, [r["mse_mean"] for r in series])):
+                    slope[(m, kind, ens)] = s
+                    rows.append({
+                        "input_scale": scale, "L": t.meta["L"], "d": t.meta["d"], "m": m,
+                        "r": r["r"], "kind": kind, "ensemble": ens, "samples": r["samples"],
+                        "mse_mean": r["mse_mean"], "mse_std": r["mse_std"], "mse_se": r["mse_se"],
+                        "mse_max_share": r["mse_max_share"],
+                        "heavy_tail": bool(r["mse_max_share"] is not None
+                                           and r["mse_max_share"] > heavy_tail_share),
+                        "exact_output_mean_square": base,
+                        "slope": s,
+                        "one_over_m": bool(s is not None and abs(s + 1.0) <= slope_tolerance),
+                        "nonpositive_rows_mean": r["nonpositive_rows_mean"],
+                    })
+        pairs = []
+        if {"trig", "positive"} <= set(t.meta["kinds"]):
+            pairs += [("trig/positive", ens, {"kind": "trig", "ensemble": ens},
+                       {"kind": "positive", "ensemble": ens}) for ens in t.meta["ensembles"]]
+        if {"iid", "orthogonal"} <= set(t.meta["ensembles"]):
+            pairs += [("orthogonal/iid", kind, {"kind": kind, "ensemble": "orthogonal"},
+                       {"kind": kind, "ensemble": "iid"}) for kind in t.meta["kinds"]]
+        for name, within, a, b in pairs:
+            for m in ms:
+                ratio, z = _paired(t, dict(a, m=m), dict(b, m=m))
+                sign = 1.0 if name == "trig/positive" else -1.0  # the claim: trig > positive; orth < iid
+                zc = None if z is None else sign * z
+                sa = slope[(m, a["kind"], a["ensemble"])]
+                sb = slope[(m, b["kind"], b["ensemble"])]
+                comps.append({
+                    "input_scale": scale, "m": m, "comparison": name, "within": within,
+                    "ratio": ratio, "z_claim": zc,
+                    "holds": bool(zc is not None and zc > claim_z),
+                    "reversed": bool(zc is not None and zc < -claim_z),
+                    "one_over_m": bool(sa is not None and sb is not None
+                                       and abs(sa + 1) <= slope_tolerance
+                                       and abs(sb + 1) <= slope_tolerance),
+                })
+    meta = {"input_scales": sorted(tables), "slope_tolerance": slope_tolerance, "claim_z": claim_z,
+            "heavy_tail_share": heavy_tail_share,
+            "claims": {"trig/positive": "positive features below trigonometric ones (ratio > 1)",
+                       "orthogonal/iid": "orthogonal projections below iid ones (ratio < 1)"}}
+    return AttentionRegime(dict(tables), rows, comps, meta)
+
+
+def attention_regime(L, d, input_scales, m_values, kinds=None, ensembles=None, *, samples=15,
+                     seed=0, norms="chi", nonpositive="divide", progress=None,
+                     slope_tolerance=SLOPE_TOLERANCE, claim_z=CLAIM_Z):
+    r"""The paper's two claims over input scale σ and m: one :func:`attention_mse` per σ.
+
+    Every σ uses the same seed, so the same standard-normal inputs (scaled)
+    and the same projections: the map is paired across σ, and its σ = 1
+    column equals ``attention_mse(..., input_scale=1)`` exactly. Arguments as
+    in :func:`attention_mse` (default kinds :data:`DEFAULT_KINDS`);
+    ``input_scales`` a non-empty sequence of σ > 0. Returns
+    :class:`AttentionRegime`.
+    """
+    if isinstance(input_scales, (numbers.Real, np.floating)):
+        input_scales = [input_scales]
+    scales = [_check_scale(s, "input_scales") for s in input_scales]
+    if not scales or len(set(scales)) != len(scales):
+        raise ValueError(f"input_scales must be a non-empty sequence without repeats; got {input_scales!r}")
+    tables = {s: attention_mse(L, d, m_values, kinds, ensembles, samples=samples, seed=seed,
+                               input_scale=s, norms=norms, nonpositive=nonpositive,
+                               progress=progress) for s in scales}
+    return attention_regime_from_tables(tables, slope_tolerance=slope_tolerance, claim_z=claim_z)

@@ -21,6 +21,8 @@ from ._common import make_figure
 FIGURES = {
     "ratio": "ratio",
     "attention": "attention_mse",
+    "attention_regime": "attention_regime",
+    "figure4": "figure4",
     "mse_vs_m": "mse_vs_m",
     "mse_vs_angle": "mse_vs_angle",
     "orthogonality_gain": "orthogonality_gain",

@@ -3,17 +3,28 @@
 L = 4096, d = 16, 15 random inputs (:func:`rfkernels.analysis.attention.attention_inputs`),
 bidirectional FAVOR attention against the exact blocked softmax attention,
 orthogonal vs iid projections and trigonometric vs positive (plus
-hyperbolic) features; markers are the mean over inputs with their standard
-error (error bars: 95%).
+hyperbolic) features at the study's default σ = 1, m = 2..256; markers are
+the mean over inputs with their standard error (error bars: 95%); dotted
+lines the first-order (iid) theory. The faithful Figure 4 (m = 2..128, sd
+bars, two input scales) is :mod:`rfkernels.figures.figure4`; the regime
+over σ and m is :mod:`rfkernels.figures.attention_regime`. The tables are
+shared with them (:mod:`rfkernels.figures._attention_study`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rfkernels.analysis.attention import attention_mse
-
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, interval95, legend_below, paper_style, save
+from . import _attention_study as study
+from ._common import (
+    ENSEMBLE_STYLES,
+    KIND_COLOURS,
+    KIND_LABELS,
+    interval95,
+    legend_below,
+    paper_style,
+    save,
+)
 
 NAME = "attention"
 TITLE = "Figure 4 (paper): attention-output MSE against m"
@@ -21,14 +32,13 @@ KINDS = ("positive", "hyperbolic", "trig")
 
 
 def settings(quick):
-    if quick:
-        return {"L": 512, "d": 16, "m_values": [4, 16, 64], "samples": 4}
-    return {"L": 4096, "d": 16, "m_values": [2, 4, 8, 16, 32, 64, 128, 256], "samples": 15}
+    cfg = study.settings(quick)
+    return {"L": cfg["L"], "d": cfg["d"], "m_values": cfg["m_values"], "samples": cfg["samples"]}
 
 
 def compute(quick=False, seed=0, progress=None):
     cfg = settings(quick)
-    total = cfg["samples"] * (1 + len(cfg["m_values"]) * len(KINDS) * 2)
+    total = study.units(quick, [1.0])
     done = [0]
 
     def tick(n=1):
@@ -36,9 +46,9 @@ def compute(quick=False, seed=0, progress=None):
         if progress:
             progress(done[0], total)
 
-    table = attention_mse(cfg["L"], cfg["d"], cfg["m_values"], KINDS, ("iid", "orthogonal"),
-                          samples=cfg["samples"], seed=seed, progress=tick)
-    return {"rows": list(table.rows), "meta": table.meta,
+    table = study.table(quick, seed, 1.0, progress=tick)
+    return {"rows": [r for r in table.rows if r["kind"] in KINDS], "meta": table.meta,
+            "lines": study.theory_rows(quick, seed, 1.0, cfg["m_values"]),
             "run": {"trials": cfg["samples"], "unit": "random inputs (one projection draw each)",
                     "backend": table.meta["backend"]}}
 
@@ -66,6 +76,11 @@ def plot(data, out_dir):
                     any_geometric = True
                     ax.errorbar(m[geo] * shift, y[geo], yerr=[lower[geo], upper[geo]], ls="none",
                                 capsize=2.5, elinewidth=0.8, **style)
+        for kind in KINDS:
+            th = sorted((r for r in data.get("lines", []) if r["kind"] == kind), key=lambda r: r["m"])
+            if th:
+                ax.plot([r["m"] for r in th], [r["mse_first_order"] for r in th], ls=":", lw=1.4,
+                        color=KIND_COLOURS[kind], label=f"{KIND_LABELS[kind]}, first-order theory (iid)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         r0 = rows[0]

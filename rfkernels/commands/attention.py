@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..storage import atomic_write, git_revision, package_versions
 from ..cli import command
+from ..storage import atomic_write, git_revision, package_versions
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
 
@@ -28,9 +28,13 @@ DEFAULT_M = (2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def _add_attention(p):
-    from rfkernels.validation import ENSEMBLES, KINDS, NORMS
-    from rfkernels.analysis.attention import DEFAULT_INPUT_SCALE
+    from rfkernels.analysis.attention import (
+        DEFAULT_ENSEMBLES,
+        DEFAULT_INPUT_SCALE,
+        DEFAULT_KINDS,
+    )
     from rfkernels.attention import NONPOSITIVE_POLICIES
+    from rfkernels.validation import ENSEMBLES, KINDS, NORMS
 
     p.epilog = (LIST_NOTE + "\n\nA sample MSE that is not finite is left out of the row's mean (column\n"
                 "non-finite) and is null in the JSON sidecar, with its reason in \"null_reasons\";\n"
@@ -39,8 +43,9 @@ def _add_attention(p):
     p.add_argument("--d", type=int_value, default=16, help="dimension of queries, keys and values")
     add_list(p, "--m", convert=int_value, default=DEFAULT_M, help="numbers of projections")
     p.add_argument("--samples", type=int_value, default=15, help="random inputs per grid point (>= 2)")
-    add_list(p, "--kind", convert=str, default=KINDS, help=f"estimators among {', '.join(KINDS)}")
-    add_list(p, "--ensemble", convert=str, default=("iid", "orthogonal"),
+    add_list(p, "--kind", convert=str, default=DEFAULT_KINDS,
+             help=f"estimators among {', '.join(KINDS)} (default: the paper's three)")
+    add_list(p, "--ensemble", convert=str, default=DEFAULT_ENSEMBLES,
              help=f"projection ensembles among {', '.join(ENSEMBLES)}")
     p.add_argument("--input-scale", type=float_value, default=DEFAULT_INPUT_SCALE,
                    help="sigma: rows of Q and K are N(0, sigma^2/d I_d), so E|q|^2 = sigma^2 "

@@ -1,0 +1,103 @@
+"""The attention study shared by the attention figures: one computation per (mode, seed, σ).
+
+``attention``, ``attention_regime`` and ``figure4`` plot the same
+:func:`rfkernels.analysis.attention_mse` tables (L = 4096, d = 16, 15 random
+inputs, m = 2..256, the paper's three kinds, iid and orthogonal) at
+different input scales σ; within one process each table, and each
+first-order theory line, is computed once and reused (``rfkernels figures``
+runs the figures in one process).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rfkernels.analysis import attention_mse, attention_mse_first_order, study_inputs
+from rfkernels.analysis.attention import DEFAULT_ENSEMBLES, DEFAULT_KINDS
+
+FULL = {"L": 4096, "d": 16, "m_values": [2, 4, 8, 16, 32, 64, 128, 256], "samples": 15,
+        "scales": (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
+        "theory_inputs": 3, "theory_rows": 16}
+QUICK = {"L": 512, "d": 16, "m_values": [2, 8, 32, 128], "samples": 4,
+         "scales": (0.5, 1.0, 1.5), "theory_inputs": 2, "theory_rows": 8}
+#: The σ at which both of the paper's claims hold over m = 2..128 in the
+#: regime map (``rfkernels figures --only attention_regime``), Figure 4's left panel.
+CLAIMS_SCALE = 1.5
+
+_TABLES = {}
+_THEORY = {}
+
+
+def settings(quick):
+    return QUICK if quick else FULL
+
+
+def units(quick, scales):
+    """Progress units of the tables not yet computed (one per exact and per FAVOR attention)."""
+    cfg = settings(quick)
+    per = cfg["samples"] * (1 + len(cfg["m_values"]) * len(DEFAULT_KINDS) * len(DEFAULT_ENSEMBLES))
+    return per * len(scales)
+
+
+def table(quick, seed, scale, progress=None):
+    """The study's :class:`~rfkernels.analysis.AttentionMSETable` at σ = ``scale`` (cached)."""
+    key = (bool(quick), seed, float(scale))
+    if key not in _TABLES:
+        cfg = settings(quick)
+        _TABLES[key] = attention_mse(cfg["L"], cfg["d"], cfg["m_values"], DEFAULT_KINDS,
+                                     DEFAULT_ENSEMBLES, samples=cfg["samples"], seed=seed,
+                                     input_scale=scale, progress=progress)
+    elif progress is not None:
+        progress(units(quick, [scale]))
+    return _TABLES[key]
+
+
+def theory(quick, seed, scale):
+    """First-order (iid) MSE at m = 1 per kind, pooled over query rows of the first inputs (cached).
+
+    Returns ``{kind: (mse_at_m_1, stderr)}``: ``theory_rows`` random query rows
+    of each of the first ``theory_inputs`` inputs of the study (the same
+    inputs as the Monte Carlo markers); the line at m is the value over m.
+    """
+    key = (bool(quick), seed, float(scale))
+    if key not in _THEORY:
+        cfg = settings(quick)
+        out = {}
+        for kind in DEFAULT_KINDS:
+            per_row = []
+            for s in range(cfg["theory_inputs"]):
+                q, k, v = study_inputs(cfg["L"], cfg["d"], s, input_scale=scale, seed=seed)
+                res = attention_mse_first_order(q, k, v, 1, kind, queries=cfg["theory_rows"],
+                                                seed=np.random.SeedSequence(seed, spawn_key=(2, s)))
+                per_row.append(res.per_row)
+            rows = np.concatenate(per_row)
+            out[kind] = (float(rows.mean()), float(rows.std(ddof=1) / np.sqrt(rows.size)))
+        _THEORY[key] = out
+    return _THEORY[key]
+
+
+def theory_rows(quick, seed, scale, m_values):
+    """Rows of the first-order line at σ for every kind and m (iid only)."""
+    cfg = settings(quick)
+    out = []
+    for kind, (c, se) in theory(quick, seed, scale).items():
+        for m in m_values:
+            out.append({"input_scale": float(scale), "kind": kind, "ensemble": "iid", "m": m,
+                        "r": m if kind == "positive" else 2 * m, "mse_first_order": c / m,
+                        "stderr": se / m, "inputs": cfg["theory_inputs"],
+                        "rows_per_input": cfg["theory_rows"]})
+    return out
+
+
+def bars(mean, spread):
+    """Error bars (lower, upper, log_space) of mean ± spread, in log space where mean − spread <= 0.
+
+    Where the lower end would not be positive the bar is mean ×/÷ exp(spread/mean)
+    (the delta-method bar of log(mean)), drawable on a log axis.
+    """
+    mean = np.asarray(mean, dtype=float)
+    spread = np.asarray(spread, dtype=float)
+    log_space = mean - spread <= 0
+    factor = np.exp(np.where(log_space, spread / mean, 0.0))
+    lower = np.where(log_space, mean - mean / factor, spread)
+    upper = np.where(log_space, mean * factor - mean, spread)
+    return lower, upper, log_space
