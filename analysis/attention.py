@@ -52,9 +52,9 @@ d = 16, 15 inputs, seed 0, measured with
   outputs' mean square (3.2e-4: the MSE of returning zeros) and its local
   slope of log MSE against log m is -0.53 to -0.03, far from 1/m.
 - **Claim 2, orthogonal below iid**, holds for trig and hyperbolic
-  features at m >= 8 where their MSE falls like 1/m (σ <= 1: iid/orthogonal
-  about 10 for trig at σ <= 0.5, about 3 at σ = 1; hyperbolic 1.4 to 10
-  at σ <= 0.75). For positive features it is small: orthogonal/iid below 1
+  features at m >= 8 where their MSE falls like 1/m: iid/orthogonal about
+  10 for trig at σ <= 0.5 and about 3 at σ = 1; for hyperbolic 1.4 to 10 at
+  σ <= 0.75, and at σ = 1 significant only at m = 16, 32 and 256. For positive features it is small: orthogonal/iid below 1
   from m = 8 to 64 at σ <= 1, significantly (paired z > 2) only at
   m = 16, 32 (0.56 to 0.75); at m = 2, 4 it is 1.1 to 1.3 (not significant) and at m >= 64 and
   σ >= 1.25 orthogonal is above iid (1.7 at σ = 1.5, m = 256). "Orthogonal
@@ -157,6 +157,7 @@ from rfkernels.validation import (
     check_memory,
     check_norms,
     check_seed,
+    seed_sequence,
 )
 
 __all__ = [
@@ -207,21 +208,8 @@ def _check_scale(value, name):
 
 
 def _entropy(seed):
-    """The SeedSequence entropy behind ``seed`` (None draws fresh entropy)."""
-    if isinstance(seed, np.random.SeedSequence):
-        if seed.spawn_key:
-            raise ValueError("seed must be a root SeedSequence (empty spawn_key)")
-        return seed.entropy
-    if seed is None:
-        return np.random.SeedSequence().entropy
-    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, bool):
-        if int(seed) < 0:
-            raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
-        return int(seed)
-    raise TypeError(
-        f"seed must be None, a non-negative int or a numpy.random.SeedSequence; "
-        f"got {type(seed).__name__}"
-    )
+    """The root entropy behind ``seed`` (:func:`rfkernels.validation.seed_sequence`, root=True)."""
+    return seed_sequence(seed, root=True).entropy
 
 
 #: Kinds whose bidirectional NumPy passes go through :class:`_LeanFavor`.
@@ -229,18 +217,14 @@ _LEAN_KINDS = ("trig", "positive", "hyperbolic")
 
 
 def _one_blas_thread():
-    """BLAS limited to one thread (threadpoolctl, where installed), else no change.
+    """BLAS limited to one thread (threadpoolctl, a dependency).
 
     The study's matrix products are skinny ((L, 16) by (16, 2m), (L, 2m) by
     (2m, 17)); on 2 CPUs threaded BLAS made them 3 to 6 times slower
     (L = 4096, m = 16..256, measured with OPENBLAS_NUM_THREADS=1 against the default).
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        import contextlib
+    from threadpoolctl import threadpool_limits
 
-        return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
 

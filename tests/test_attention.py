@@ -16,7 +16,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from rfkernels.validation import KINDS
+from rfkernels.validation import PAPER_KINDS
 from rfkernels.analysis.attention import (
     DEFAULT_INPUT_SCALE,
     AttentionMSETable,
@@ -128,7 +128,7 @@ def test_memory_is_blocked_not_quadratic():
 # ------------------------------------------------------------ FAVOR = explicit forms
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PAPER_KINDS)
 @pytest.mark.parametrize("ensemble", ENSEMBLES)
 @pytest.mark.parametrize("L, L_k", [(23, 23), (9, 31)])
 def test_bidirectional_equals_explicit_features(kind, ensemble, L, L_k):
@@ -141,7 +141,7 @@ def test_bidirectional_equals_explicit_features(kind, ensemble, L, L_k):
     np.testing.assert_allclose(res.output, explicit_favor(Q, K, V, W, kind), rtol=1e-11, atol=1e-13)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PAPER_KINDS)
 @pytest.mark.parametrize("block_size", [1, 3, 7, 40, 1000])
 def test_causal_prefix_sums_equal_masked_computation(kind, block_size):
     Q, K, V = qkv(40, 5, d_v=4)
@@ -152,7 +152,7 @@ def test_causal_prefix_sums_equal_masked_computation(kind, block_size):
     )
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PAPER_KINDS)
 def test_causal_row_depends_only_on_inputs_up_to_it(kind):
     L, i = 30, 12
     Q, K, V = qkv(L, 4, d_v=2, seed=5)
@@ -177,7 +177,7 @@ def test_causal_row_depends_only_on_inputs_up_to_it(kind):
 # ------------------------------------------------------------ stabilisation
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PAPER_KINDS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_stabilisation_does_not_change_the_output(kind, causal):
     Q, K, V = qkv(50, 8, d_v=3, scale=3.0, seed=4)  # |q|² ≈ 9: unshifted features ~ e^±20
@@ -197,7 +197,7 @@ def _log_domain_reference(Q, K, V, W, kind):
     return (w @ V) / w.sum(axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PAPER_KINDS)
 def test_stabilised_output_where_unstabilised_overflows(kind):
     # |q|, |k| ≈ 40: exp(±|x|²/2) ≈ e^±800 is out of range of float64
     Q, K, V = qkv(20, 4, d_v=2, scale=40.0, seed=6)
@@ -553,7 +553,7 @@ def test_cli_bad_arguments(tmp_path, capsys):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PAPER_KINDS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_cupy_in_cupy_out(kind, causal):
     import cupy

@@ -18,6 +18,7 @@ from rfkernels import (
     feature_map,
     linear_attention,
 )
+from rfkernels.validation import PAPER_KINDS
 from rfkernels.backends import cupy_available
 
 RNG = np.random.default_rng(13)
@@ -220,7 +221,7 @@ def test_linear_attention_is_the_direct_computation(kind, nu, causal, normalizat
 def test_linear_attention_is_favor_attention_for_random_kinds():
     Q, K, V = _qkv()
     W = draw_projections(8, 4, seed=2)
-    for kind in KINDS:
+    for kind in PAPER_KINDS:
         for causal in (False, True):
             a = favor_attention(Q, K, V, W, kind, causal=causal, nonpositive="divide")
             b = linear_attention(Q, K, V, W, kind, causal=causal, nonpositive="divide")
