@@ -23,8 +23,8 @@ Methods
     :func:`rfkernels.draw_projections` (a NumPy ``Generator`` seeded with
     the seed) and evaluates :func:`rfkernels.feature_map`: the code users
     run. It is the only method for ``ensemble="orthogonal-unfixed-qr"``
-    and, until their reduced samplers exist, for ``kind="oprf"`` and the
-    ``"simplex"`` and ``"sorf"`` ensembles (``docs/beyond.rst``).
+    and, until its reduced sampler exists, for the ``"sorf"`` ensemble
+    (``docs/beyond.rst``).
 
 Streaming
 ---------
@@ -227,8 +227,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
     if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
         reduced.engine_namespace(backend)
-        if chunk is None:
-            chunk = reduced.default_chunk(backend, m)
+        if chunk is None:  # simplex draws d normals per block: d x chunk arrays on NumPy
+            chunk = reduced.default_chunk(backend, max(m, d) if ensemble == "simplex" else m)
     else:
         check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
         if chunk is None:
@@ -290,6 +290,7 @@ def _reduced_chunks(s, first=0):
         for n, e, xp in reduced.estimate_chunks(
             key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms,
             trials=s.trials, first=first, pair=pair, chunk=s.chunk, backend=s.backend,
+            A=s.a[pair],
         ):
             yield pair, n, e, xp
 
@@ -446,9 +447,9 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     m : int
         Number of projections (features: m positive, 2m trig/hyperbolic).
     kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
-        Estimator; ``'oprf'`` needs ``method='literal'`` (no reduced sampler yet).
+        Estimator.
     ensemble : {'iid', 'orthogonal', 'orthogonal-unfixed-qr', 'simplex', 'sorf'}, default 'iid'
-        Projection ensemble; ``'orthogonal-unfixed-qr'``, ``'simplex'`` and
+        Projection ensemble; ``'orthogonal-unfixed-qr'`` and
         ``'sorf'`` need ``method='literal'``; ``'orthogonal-unfixed-qr'``
         and ``'sorf'`` have no theory (``mse_exact`` None).
     norms : {'chi', 'fixed'}, default 'chi'
@@ -487,7 +488,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         Unknown kind, ensemble, norms, backend or method (the message lists the
         valid ones); trials < 2; badly shaped, non-finite or non-real
         (complex: "Complex data not supported") x, y; the reduced method with
-        ``'orthogonal-unfixed-qr'``, ``'simplex'``, ``'sorf'`` or ``'oprf'``.
+        ``'orthogonal-unfixed-qr'`` or ``'sorf'``.
     TypeError
         Non-integer trials, m or chunk; bad seed; progress not callable.
     ImportError

@@ -3,7 +3,7 @@
 The per-trial work is :func:`rfkernels._reduced_numba.trial_estimate`,
 built for the CUDA target by :func:`rfkernels._scalar.cuda_twin`
 from the same Python source as the CPU build (Philox, normals,
-chi-squares, projections, the three kinds, the fixed-order sums). Each
+chi-squares, projections (iid, orthogonal, simplex), the four kinds, the fixed-order sums). Each
 thread runs whole trials, trial ``t`` from Philox trial counter ``base + t``
 only, in a grid-stride loop, so a trial's numbers do not depend on the
 launch shape. The per-trial scratch of the CPU kernel lives in per-thread
@@ -85,7 +85,7 @@ def _kernels(capacity, sim):
     tile = TILE
 
     @cuda.jit
-    def estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
+    def estimates(k0, k1, base, m, d, ensemble, chi, kind, length, slope, curvature, offset, out):
         p = cuda.local.array(cap, float64)
         g = cuda.local.array(cap, float64)
         q = cuda.local.array(cap, float64)
@@ -93,8 +93,8 @@ def _kernels(capacity, sim):
         work = cuda.local.array((3, cap), float64)
         n = out.shape[0]
         for t in range(cuda.grid(1), n, cuda.gridsize(1)):
-            out[t] = trial_estimate(k0, k1, base + np.uint64(t), m, d, orthogonal, chi, kind, length,
-                                    p, g, q, ok, work)
+            out[t] = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
+                                    slope, curvature, offset, p, g, q, ok, work)
 
     @cuda.jit(device=True)
     def tree(acc, j, take_max):
@@ -114,7 +114,8 @@ def _kernels(capacity, sim):
         return total
 
     @cuda.jit
-    def reduce_tiles(k0, k1, base, m, d, orthogonal, chi, kind, length, target, out, partials):
+    def reduce_tiles(k0, k1, base, m, d, ensemble, chi, kind, length, slope, curvature, offset, target,
+                     out, partials):
         """Tile ``i`` (trials ``i TILE .. i TILE + TILE - 1``) -> ``out`` and ``partials[i]``.
 
         Blocks of exactly TILE threads take tiles grid-stride; the partials of
@@ -136,8 +137,8 @@ def _kernels(capacity, sim):
             e = 0.0
             s = 0.0
             if valid:
-                v = trial_estimate(k0, k1, base + np.uint64(t), m, d, orthogonal, chi, kind, length,
-                                   p, g, q, ok, work)
+                v = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
+                                   slope, curvature, offset, p, g, q, ok, work)
                 out[t] = v
                 e = v - target
                 s = e * e
@@ -171,16 +172,19 @@ def _launch_blocks(n, threads):
     return max(1, min(want, sms * _BLOCKS_PER_SM))
 
 
-def _args(k0, k1, base, m, d, orthogonal, chi, kind, length):
-    return (np.uint32(k0), np.uint32(k1), np.uint64(base), np.int64(m), np.int64(d), bool(orthogonal),
-            bool(chi), np.int64(kind), float(length))
+def _args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf):
+    """The kernels' arguments; ``ensemble`` an ensemble code (False/True: iid/orthogonal)."""
+    slope, curvature, offset = _mc_numba._oprf_args(kind, length, oprf)
+    return (np.uint32(k0), np.uint32(k1), np.uint64(base), np.int64(m), np.int64(d), np.int64(ensemble),
+            bool(chi), np.int64(kind), float(length), slope, curvature, offset)
 
 
-def gpu_reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out, *, threads=THREADS,
-                          blocks=None):
+def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, *,
+                          threads=THREADS, blocks=None):
     """Fill ``out`` (a CuPy array, or NumPy under the simulator) with the normalised estimates of
     trials ``base .. base + len(out) - 1``; = :func:`rfkernels._reduced_numba.reduced_estimates`.
 
+    ``oprf``: :func:`rfkernels.reduced.oprf_constants` for kind OPRF.
     ``threads`` (per block) and ``blocks`` set the launch shape (default: enough
     blocks to fill the device); the estimates do not depend on it.
     """
@@ -190,7 +194,7 @@ def gpu_reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out
         return
     estimates, _ = _kernels(_capacity(m), simulator_enabled())
     blocks = _launch_blocks(n, threads) if blocks is None else int(blocks)
-    estimates[blocks, threads](*_args(k0, k1, base, m, d, orthogonal, chi, kind, length), out)
+    estimates[blocks, threads](*_args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf), out)
 
 
 class TileMoments(tuple):
@@ -239,7 +243,8 @@ def merge_tiles(partials):
     return TileMoments((int(row[_N]),) + tuple(float(v) for v in row[1:]))
 
 
-def gpu_reduced_moments(k0, k1, base, m, d, orthogonal, chi, kind, length, target, out, *, blocks=None):
+def gpu_reduced_moments(k0, k1, base, m, d, ensemble, chi, kind, length, target, out, *, blocks=None,
+                        oprf=None):
     """:func:`gpu_reduced_estimates` into ``out``, and the run's :class:`TileMoments` about ``target``.
 
     Tiles of :data:`TILE` trials are reduced on the device (blocks of
@@ -255,8 +260,8 @@ def gpu_reduced_moments(k0, k1, base, m, d, orthogonal, chi, kind, length, targe
     n_tiles = (n + TILE - 1) // TILE
     partials = _device_empty_like(out, (n_tiles, 6))
     blocks = _launch_blocks(n, TILE) if blocks is None else int(blocks)
-    reduce_tiles[blocks, TILE](*_args(k0, k1, base, m, d, orthogonal, chi, kind, length), float(target),
-                               out, partials)
+    reduce_tiles[blocks, TILE](*_args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf),
+                               float(target), out, partials)
     return merge_tiles(_to_host(partials))
 
 

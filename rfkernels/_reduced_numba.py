@@ -59,12 +59,18 @@ from ._scalar import scalar
 BATCH = 256
 
 #: Estimator codes (``kind``).
-POSITIVE, HYPERBOLIC, TRIG = 0, 1, 2
-KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG}
+POSITIVE, HYPERBOLIC, TRIG, OPRF = 0, 1, 2, 3
+KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG, "oprf": OPRF}
+#: Ensemble codes (``ensemble``; ``False``/``True`` still mean iid/orthogonal).
+IID, ORTHOGONAL, SIMPLEX = 0, 1, 2
+ENSEMBLE_CODES = {"iid": IID, "orthogonal": ORTHOGONAL, "simplex": SIMPLEX}
 
 # the counter layout of the vectorised twin, imported, never retyped
 from .reduced import STREAM_DIRECTION as _STREAM_DIRECTION
 from .reduced import STREAM_LENGTH as _STREAM_LENGTH
+from .reduced import STREAM_OPRF_TAIL as _STREAM_OPRF_TAIL
+from .reduced import STREAM_SIMPLEX as _STREAM_SIMPLEX
+from .reduced import STREAM_SIMPLEX_LENGTH as _STREAM_SIMPLEX_LENGTH
 from .reduced import STREAM_TAIL as _STREAM_TAIL
 
 
@@ -208,6 +214,93 @@ def _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
         p[i] = sqrt_d * p[i]
 
 
+@scalar(inline="always")
+def _simplex_directions(k0, k1, trial, m, d, p, g):
+    """p[i] = c_d (h_i - mean h) / |h| per simplex block (= rfkernels.reduced._simplex_directions).
+
+    The d normals of a block are summed on the fly into the eight lanes of
+    :func:`_sum8` (coordinate k into lane k % 8), so the sums are
+    :func:`rfkernels.reduced.fixed_order_sum`'s bits; only the first b
+    coordinates are kept (in ``g``).
+    """
+    half = (d + 1) // 2
+    scale = math.sqrt(d / (d - 1.0))
+    for i0 in range(0, m, d):
+        j = i0 // d
+        b = min(d, m - i0)
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+        for k2 in range(half):
+            z0, z1 = normal_pair_inline(k0, k1, trial, j * half + k2, _STREAM_SIMPLEX)
+            k = 2 * k2
+            if k + 1 >= d:  # d odd: the pair's second normal is not a coordinate (+0.0 changes nothing)
+                z1 = 0.0
+            if k < b:
+                g[i0 + k] = z0
+            if k + 1 < b:
+                g[i0 + k + 1] = z1
+            lane = k2 % 4
+            if lane == 0:
+                a0 += z0
+                a1 += z1
+                s0 += z0 * z0
+                s1 += z1 * z1
+            elif lane == 1:
+                a2 += z0
+                a3 += z1
+                s2 += z0 * z0
+                s3 += z1 * z1
+            elif lane == 2:
+                a4 += z0
+                a5 += z1
+                s4 += z0 * z0
+                s5 += z1 * z1
+            else:
+                a6 += z0
+                a7 += z1
+                s6 += z0 * z0
+                s7 += z1 * z1
+        mean = (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) / d
+        root = math.sqrt(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)))
+        for i in range(i0, i0 + b):
+            p[i] = scale * ((g[i] - mean) / root)
+
+
+@scalar(inline="always")
+def _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work):
+    # squared chi(d) norms into q (their companion normals, into p, are unused), then the directions
+    _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_SIMPLEX_LENGTH, q, p, ok, work)
+    _simplex_directions(k0, k1, trial, m, d, p, g)
+    for i in range(m):
+        p[i] = math.sqrt(q[i]) * p[i]
+
+
+@scalar(inline="always")
+def _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
+    _simplex_directions(k0, k1, trial, m, d, p, g)
+    sqrt_d = math.sqrt(d)
+    for i in range(m):
+        p[i] = sqrt_d * p[i]
+
+
+@scalar(inline="always")
+def _iid_chi_squared_norms(k0, k1, trial, m, d, p, g, q, ok, work):
+    """q[i] = |w_i|^2 = p[i]^2 + chi2(d - 1) for iid projections with chi norms (oprf only)."""
+    if d == 1:
+        for i in range(m):
+            q[i] = p[i] * p[i] + 0.0
+    else:  # companion normals into g, unused
+        _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_OPRF_TAIL, q, g, ok, work)
+        for i in range(m):
+            q[i] = p[i] * p[i] + q[i]
+
+
+@scalar(inline="always")
+def _fixed_squared_norms(m, d, q):
+    for i in range(m):
+        q[i] = float(d)
+
+
 # The normalised terms of one trial, one function per kind: p[i] <- term(p[i]),
 # a = length, h = a**2 / 2 (rfkernels.reduced.normalised_estimates).
 
@@ -234,20 +327,36 @@ def _trig_terms(length, m, p):
 
 
 @scalar(inline="always")
-def trial_estimate(k0, k1, trial, m, d, orthogonal, chi, kind, length, p, g, q, ok, work):
+def _oprf_terms(length, slope, curvature, offset, m, p, q):
+    """p[i] <- exp((slope p_i - a^2/2) + (curvature |w_i|^2 + offset)), q[i] = |w_i|^2."""
+    half = 0.5 * length * length
+    for i in range(m):
+        p[i] = exp((slope * p[i] - half) + (curvature * q[i] + offset))
+
+
+@scalar(inline="always")
+def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curvature, offset,
+                   p, g, q, ok, work):
     """The normalised estimate of trial counter ``trial``: one entry of :func:`rfkernels.reduced.normalised_estimates`.
 
-    ``p``, ``g``, ``q`` (float64) and ``ok`` (bool) of length >= m and
-    ``work`` (float64, (3, >= m)) are scratch. The CUDA kernels
-    (:mod:`rfkernels._reduced_cuda`) call its CUDA twin; the CPU kernel
-    below makes the same choices, but on literal arguments, so that Numba
-    compiles only the branch a call takes.
+    ``ensemble`` is :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX`;
+    ``slope, curvature, offset`` are :func:`rfkernels.reduced.oprf_constants`
+    (used by kind :data:`OPRF` only). ``p``, ``g``, ``q`` (float64) and
+    ``ok`` (bool) of length >= m and ``work`` (float64, (3, >= m)) are
+    scratch. The CUDA kernels (:mod:`rfkernels._reduced_cuda`) call its
+    CUDA twin; the CPU kernel below makes the same choices, but on literal
+    arguments, so that Numba compiles only the branch a call takes.
     """
-    if orthogonal:
+    if ensemble == ORTHOGONAL:
         if chi:
             _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
         else:
             _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+    elif ensemble == SIMPLEX:
+        if chi:
+            _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work)
+        else:
+            _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
     elif chi:
         _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work)
     else:
@@ -256,24 +365,30 @@ def trial_estimate(k0, k1, trial, m, d, orthogonal, chi, kind, length, p, g, q, 
         _positive_terms(length, m, p)
     elif kind == HYPERBOLIC:
         _hyperbolic_terms(length, m, p)
-    else:
+    elif kind == TRIG:
         _trig_terms(length, m, p)
+    else:
+        if not chi:
+            _fixed_squared_norms(m, d, q)
+        elif ensemble == IID:
+            _iid_chi_squared_norms(k0, k1, trial, m, d, p, g, q, ok, work)
+        _oprf_terms(length, slope, curvature, offset, m, p, q)
     return _sum8(p, 0, m) / m
 
 
-def _make_kernel(ORTHOGONAL, CHI, KIND):
+def _make_kernel(ENSEMBLE, CHI, KIND):
     """The parallel CPU kernel of one (ensemble, norms, kind), compiled on first use and cached.
 
     The per-trial work is that of :func:`trial_estimate`, spelled out here
     with the choices as closure constants: Numba prunes the branches not taken
     before it inlines the scalar functions, so a call compiles one of the
-    twelve paths (a few seconds) rather than all of them. Numba's cache keys
+    paths (a few seconds) rather than all of them. Numba's cache keys
     closures by the values of their constants, so each path is cached on its
     own.
     """
 
     @numba.njit(parallel=True, cache=True, error_model="numpy")
-    def kernel(k0, k1, base, m, d, length, out):
+    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, out):
         n = out.shape[0]
         n_batches = (n + BATCH - 1) // BATCH
         for batch in numba.prange(n_batches):
@@ -284,11 +399,16 @@ def _make_kernel(ORTHOGONAL, CHI, KIND):
             work = np.empty((3, m))
             for t in range(batch * BATCH, min(n, (batch + 1) * BATCH)):
                 trial = base + np.uint64(t)
-                if ORTHOGONAL:
+                if ENSEMBLE == ORTHOGONAL:
                     if CHI:
                         _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
                     else:
                         _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+                elif ENSEMBLE == SIMPLEX:
+                    if CHI:
+                        _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work)
+                    else:
+                        _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
                 elif CHI:
                     _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work)
                 else:
@@ -297,8 +417,14 @@ def _make_kernel(ORTHOGONAL, CHI, KIND):
                     _positive_terms(length, m, p)
                 elif KIND == HYPERBOLIC:
                     _hyperbolic_terms(length, m, p)
-                else:
+                elif KIND == TRIG:
                     _trig_terms(length, m, p)
+                else:
+                    if not CHI:
+                        _fixed_squared_norms(m, d, q)
+                    elif ENSEMBLE == IID:
+                        _iid_chi_squared_norms(k0, k1, trial, m, d, p, g, q, ok, work)
+                    _oprf_terms(length, slope, curvature, offset, m, p, q)
                 out[t] = _sum8(p, 0, m) / m
 
     return kernel
@@ -308,19 +434,25 @@ _KERNELS = {}
 _selected = None
 
 
-def kernel_for(orthogonal, chi, kind):
-    """The CPU kernel dispatcher of one (ensemble, norms, kind) (created, not compiled, on first request)."""
+def kernel_for(ensemble, chi, kind):
+    """The CPU kernel dispatcher of one (ensemble, norms, kind) (created, not compiled, on first request).
+
+    ``ensemble``: :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal).
+    """
     global _selected
-    key = (bool(orthogonal), bool(chi), int(kind))
-    if key[2] not in (POSITIVE, HYPERBOLIC, TRIG):
+    key = (int(ensemble), bool(chi), int(kind))
+    if key[2] not in KIND_CODES.values():
         raise ValueError(f"kind must be one of the codes {sorted(KIND_CODES.values())}; got {kind!r}")
+    if key[0] not in ENSEMBLE_CODES.values():
+        raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES.values())}; "
+                         f"got {ensemble!r}")
     if key not in _KERNELS:
         _KERNELS[key] = _make_kernel(*key)
     _selected = _KERNELS[key]
     return _selected
 
 
-def _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
+def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None):
     """Normalised estimates of trials with counters ``base .. base + len(out) - 1``.
 
     Parameters
@@ -331,16 +463,31 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length,
         Trial counter of ``out[0]`` (:func:`rfkernels.reduced.trial_counters`).
     m, d : int64
         Projections and dimension.
-    orthogonal, chi : bool
-        Ensemble (orthogonal or iid) and norms (chi or fixed).
+    ensemble : int
+        :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal).
+    chi : bool
+        Norms (chi or fixed).
     kind : int
-        :data:`POSITIVE`, :data:`HYPERBOLIC` or :data:`TRIG`.
+        :data:`POSITIVE`, :data:`HYPERBOLIC`, :data:`TRIG` or :data:`OPRF`.
     length : float64
         ``a``, the length of ``x + y`` (``x - y`` for trig).
     out : float64 array
         Filled in place.
+    oprf : (float, float, float), optional
+        ``(slope, curvature, offset)`` of :func:`rfkernels.reduced.oprf_constants`;
+        required for :data:`OPRF`, ignored otherwise.
     """
-    kernel_for(orthogonal, chi, kind)(k0, k1, base, m, d, length, out)
+    slope, curvature, offset = _oprf_args(kind, length, oprf)
+    kernel_for(ensemble, chi, kind)(k0, k1, base, m, d, length, slope, curvature, offset, out)
+
+
+def _oprf_args(kind, length, oprf):
+    if int(kind) == OPRF:
+        if oprf is None:
+            raise ValueError("kind OPRF needs oprf=(slope, curvature, offset) "
+                             "(rfkernels.reduced.oprf_constants)")
+        return tuple(float(v) for v in oprf)
+    return float(length), 0.0, 0.0
 
 
 #: Seconds a cold compile of the kernel took, measured (see docs/performance.md).
@@ -367,18 +514,19 @@ def compile_pending(dispatcher=None):
         return True
 
 
-def reduced_estimates(k0, k1, base, m, d, orthogonal, chi, kind, length, out):
+def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None):
     """Fill ``out`` with the normalised estimates of trials ``base .. base + len(out) - 1``.
 
     Runs the parallel kernel; before its first compilation in a process
     with an empty cache, one line saying so goes to stderr, so a first run
     is not mistaken for a hang.
     """
-    kernel_for(orthogonal, chi, kind)
+    _oprf_args(kind, length, oprf)
+    kernel_for(ensemble, chi, kind)
     if compile_pending():
         print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
               "cached for later runs) ...", file=sys.stderr, flush=True)
-    _reduced_estimates_kernel(k0, k1, base, m, d, orthogonal, chi, kind, length, out)
+    _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf)
 
 
 def _flush_if_dependencies_changed(dispatcher=None):
@@ -386,7 +534,7 @@ def _flush_if_dependencies_changed(dispatcher=None):
     from . import _elementary, _elementary_numba, _rng_numba, _scalar
 
     if dispatcher is None:  # the specialisations share one cache index (one closure)
-        dispatcher = kernel_for(False, True, POSITIVE)
+        dispatcher = kernel_for(IID, True, POSITIVE)
 
     try:
         digest = hashlib.sha256()

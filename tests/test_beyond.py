@@ -297,8 +297,7 @@ def test_exact_mse_against_literal_monte_carlo(d, m, ensemble, kind, nx, ny, ang
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind, ensemble", [("oprf", "iid"), ("positive", "simplex"),
-                                            ("positive", "sorf")])
+@pytest.mark.parametrize("kind, ensemble", [("oprf", "sorf"), ("positive", "sorf")])
 def test_reduced_method_refuses_clearly(kind, ensemble):
     x, y = theory.pair(4, 0.5, 0.5, 1.0)
     with pytest.raises(ValueError, match="no reduced sampler yet.*method='literal'"):

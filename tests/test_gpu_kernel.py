@@ -28,7 +28,12 @@ SHAPES = [(5, 3), (3, 2)]
 TRIALS = 150
 LAUNCHES = [(1, 1), (16, 3), (64, 1)]  # (threads per block, blocks)
 CASES = [(orth, chi, kind) for orth in (False, True) for chi in (True, False) for kind in (0, 1, 2)]
-KINDS = {0: "positive", 1: "hyperbolic", 2: "trig"}
+KINDS = {0: "positive", 1: "hyperbolic", 2: "trig", 3: "oprf"}
+#: the samplers of issue 11: (ensemble code 0 iid / 1 orthogonal / 2 simplex, chi, kind code)
+BEYOND_CASES = [(2, True, 0), (2, False, 1), (2, True, 2), (2, True, 3), (0, True, 3), (0, False, 3),
+                (1, True, 3)]
+BEYOND_TRIALS = 60
+OPRF_A = -0.15
 
 needs_numba_cuda = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
                                       reason="needs numba-cuda (the CUDA target of Numba)")
@@ -49,6 +54,22 @@ def _simulated():
             gpu = np.full(TRIALS, np.nan)
             _mc_cuda.gpu_reduced_estimates(*args, gpu, threads=threads, blocks=blocks)
             found["cases"][f"{orth}-{chi}-{kind}-{m}-{d}"] = {
+                "equal": bool(np.array_equal(cpu, gpu)),
+                "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
+            }
+    from rfkernels.reduced import oprf_constants
+
+    found["beyond"] = {}
+    for ens, chi, kind in BEYOND_CASES:
+        for m, d in SHAPES:
+            args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, chi, kind, LENGTH)
+            oprf = oprf_constants(OPRF_A, LENGTH, d) if kind == 3 else None
+            cpu = np.empty(BEYOND_TRIALS)
+            _mc_numba.reduced_estimates(*args, cpu, oprf=oprf)
+            threads, blocks = LAUNCHES[(m + kind) % len(LAUNCHES)]
+            gpu = np.full(BEYOND_TRIALS, np.nan)
+            _mc_cuda.gpu_reduced_estimates(*args, gpu, oprf=oprf, threads=threads, blocks=blocks)
+            found["beyond"][f"{ens}-{chi}-{kind}-{m}-{d}"] = {
                 "equal": bool(np.array_equal(cpu, gpu)),
                 "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
             }
@@ -119,6 +140,16 @@ def simulated():
 def test_simulated_gpu_estimates_equal_cpu_bit_for_bit(simulated, orth, chi, kind):
     for m, d in SHAPES:
         case = simulated["cases"][f"{orth}-{chi}-{kind}-{m}-{d}"]
+        assert case["equal"], f"m={m}, d={d}: max |gpu - cpu| = {case['max_abs_diff']}"
+
+
+@needs_numba_cuda
+@pytest.mark.parametrize("ens, chi, kind", BEYOND_CASES,
+                         ids=[f"{('iid', 'orthogonal', 'simplex')[e]}-{'chi' if c else 'fixed'}-{KINDS[k]}"
+                              for e, c, k in BEYOND_CASES])
+def test_simulated_gpu_simplex_and_oprf_equal_cpu_bit_for_bit(simulated, ens, chi, kind):
+    for m, d in SHAPES:
+        case = simulated["beyond"][f"{ens}-{chi}-{kind}-{m}-{d}"]
         assert case["equal"], f"m={m}, d={d}: max |gpu - cpu| = {case['max_abs_diff']}"
 
 

@@ -909,9 +909,9 @@ def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
 
 
 def test_new_kinds_and_ensembles_are_checked_before_any_work(tmp_path):
-    """oprf/simplex/sorf have no reduced sampler yet: refused up front, or run literally."""
-    with pytest.raises(SweepError, match="no reduced sampler yet for kind='oprf'.*run.method"):
-        SweepSpec.from_dict({**SMALL, "kind": ["oprf"]}, SMALL_RUN)
+    """sorf has no reduced sampler yet (refused up front); oprf on simplex runs literally too."""
+    with pytest.raises(SweepError, match="no reduced sampler yet for ensemble='sorf'.*run.method"):
+        SweepSpec.from_dict({**SMALL, "ensemble": ["sorf"]}, SMALL_RUN)
     with pytest.raises(SweepError, match="'sorf' has no closed form"):
         SweepSpec.from_dict({**SMALL, "ensemble": ["sorf"]}, {"theory_only": True})
     spec = SweepSpec.from_dict({**SMALL, "kind": ["oprf"], "ensemble": ["simplex"]},
