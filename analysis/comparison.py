@@ -362,7 +362,9 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
 
     Draws the full projection matrix each trial (the literal path users run)
     with chi norms, for each ensemble and each direction, and compares the
-    mean estimate with SM.
+    mean estimate with SM. ``ensemble="sorf"`` (structured orthogonal rows,
+    biased for finite d: ``docs/beyond.rst``, "Bias of sorf") is drawn in its
+    own blocks of D rows, D the power of two >= d.
 
     Parameters
     ----------
@@ -375,6 +377,8 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
         fixed random direction.
     trials : int
         Trials per (ensemble, direction).
+    ensembles : str or sequence of str
+        Ensembles of :data:`rfkernels.ENSEMBLES` to audit (e.g. ``"sorf"``).
 
     Returns
     -------
@@ -404,9 +408,11 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
         if np.any(np.linalg.norm(directions, axis=1) == 0):
             raise ValueError("directions must be nonzero vectors (each is normalised)")
         named = {f"dir_{i}": v for i, v in enumerate(directions)}
-    blocks = -(-m // d)  # projections per trial, rounded up to whole blocks
     rows = []
     for ensemble in ensembles:
+        # rows per block: d, or sorf's power of two D >= d
+        size = 1 << (d - 1).bit_length() if ensemble == "sorf" else d
+        blocks = -(-m // size)  # projections per trial, rounded up to whole blocks
         for label, v in named.items():
             u = norm_u * v / np.linalg.norm(v)
             x = y = u / 2.0
@@ -414,8 +420,8 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
             seed_point = point_seed(seed, {"ensemble": ensemble, "direction": label, "d": d, "m": m})
             # Stacked independent blocks are the ensemble itself: the first m
             # rows of each trial's `blocks` blocks are one trial's projections.
-            w = draw_projections(trials * blocks * d, d, ensemble=ensemble, seed=seed_point)
-            w = w.reshape(trials, blocks * d, d)[:, :m, :].reshape(trials * m, d)
+            w = draw_projections(trials * blocks * size, d, ensemble=ensemble, seed=seed_point)
+            w = w.reshape(trials, blocks * size, d)[:, :m, :].reshape(trials * m, d)
             total = w.shape[0]
             # per-row terms phi(x)_i phi(y)_i of the core's positive feature map
             terms = feature_map(x, w, "positive") * feature_map(y, w, "positive") * total

@@ -27,6 +27,7 @@ FIGURES = {
     "mse_vs_angle": "mse_vs_angle",
     "orthogonality_gain": "orthogonality_gain",
     "feature_budget": "feature_budget",
+    "beyond": "beyond",
     "bias_audit": "bias_audit",
     "zoo_attention": "zoo_attention",
     "capacity": "capacity",

@@ -1,17 +1,31 @@
-"""Equal feature budget: the three estimators at the same feature dimension r.
+"""Equal feature budget: the estimators at the same feature dimension r.
 
 Positive features spend one feature per projection (m = r); trigonometric
 and hyperbolic ones spend two (m = r/2). At equal r the comparison is the
 one that matters for memory and compute.
+
+Beyond the paper (``docs/beyond.rst``), the same budget for OPRF features
+(one per projection, at each pair's optimal A*, iid and orthogonal) and
+simplex positive features (m = r = 2d: two stacked simplex blocks): exact
+lines (the ``beyond`` table), with Monte Carlo markers for those that
+:mod:`rfkernels.reduced` samples (read at run time).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rfkernels import theory
+from rfkernels import reduced, theory
 
-from ._common import KIND_COLOURS, KIND_LABELS, legend_below, mc_errorbars, paper_style, save, theory_curves
+from ._common import (
+    KIND_COLOURS,
+    KIND_LABELS,
+    legend_below,
+    mc_errorbars,
+    paper_style,
+    save,
+    theory_curves,
+)
 from ._mc import mc_point, run_info
 from .mse_vs_angle import limit_to_interior
 
@@ -20,6 +34,19 @@ TITLE = "Equal feature budget r: hyperbolic vs positive vs trig"
 D, R, NORM = 16, 32, 0.5
 KINDS = ("positive", "hyperbolic", "trig")
 PROJECTIONS = {"positive": R, "hyperbolic": R // 2, "trig": R // 2}
+#: The estimators after the paper (kind, ensemble), m = R each, and how they are drawn.
+BEYOND = (("oprf", "iid"), ("oprf", "orthogonal"), ("positive", "simplex"))
+BEYOND_STYLES = {("oprf", "iid"): ("#CC79A7", "--", "o"), ("oprf", "orthogonal"): ("#CC79A7", "-", "s"),
+                 ("positive", "simplex"): ("#E69F00", "-.", "^")}
+BEYOND_LABELS = {("oprf", "iid"): f"OPRF, A* (m = {R}), iid",
+                 ("oprf", "orthogonal"): f"OPRF, A* (m = {R}), orthogonal",
+                 ("positive", "simplex"): f"positive (m = {R}), simplex"}
+#: Monte Carlo markers for these: the orthogonal and simplex ones, where a reduced sampler exists.
+BEYOND_MC = (("oprf", "orthogonal"), ("positive", "simplex"))
+
+
+def _sampled(kind, ensemble):
+    return kind in reduced.REDUCED_KINDS and ensemble in reduced.REDUCED_ENSEMBLES
 
 
 def compute(quick=False, seed=0, progress=None):
@@ -31,16 +58,23 @@ def compute(quick=False, seed=0, progress=None):
             mse = theory.exact_mse_from_geometry(geom, PROJECTIONS[kind], kind, ensemble=ensemble)
             lines += [{"kind": kind, "ensemble": ensemble, "r": R, "m": PROJECTIONS[kind],
                        "angle": float(a), "mse_exact": float(v)} for a, v in zip(angles, mse)]
+    beyond = []
+    for kind, ensemble in BEYOND:
+        mse = theory.exact_mse_from_geometry(geom, R, kind, ensemble=ensemble)
+        beyond += [{"kind": kind, "ensemble": ensemble, "r": R, "m": R, "angle": float(a),
+                    "mse_exact": float(v)} for a, v in zip(angles, mse)]
     mc_angles = np.linspace(0.3, np.pi - 0.3, 3 if quick else 6)
+    jobs = [(kind, "orthogonal", PROJECTIONS[kind]) for kind in KINDS]
+    jobs += [(kind, ensemble, R) for kind, ensemble in BEYOND_MC if _sampled(kind, ensemble)]
     points = []
-    for kind in KINDS:
+    for kind, ensemble, m in jobs:
         for a in mc_angles:
-            point = mc_point(kind=kind, ensemble="orthogonal", d=D, m=PROJECTIONS[kind], angle=a,
+            point = mc_point(kind=kind, ensemble=ensemble, d=D, m=m, angle=a,
                              norm_x=NORM, norm_y=NORM, quick=quick, seed=seed)
             points.append({**point, "r": R})
             if progress:
-                progress(len(points), len(KINDS) * len(mc_angles))
-    return {"lines": lines, "monte_carlo": points, "run": run_info(quick)}
+                progress(len(points), len(jobs) * len(mc_angles))
+    return {"lines": lines, "beyond": beyond, "monte_carlo": points, "run": run_info(quick)}
 
 
 def plot(data, out_dir):
@@ -49,13 +83,21 @@ def plot(data, out_dir):
         theory_curves(ax, data["lines"], "angle",
                       lambda k, e: f"{KIND_LABELS[k]} (m = {PROJECTIONS[k]}), {e}")
         for kind in KINDS:
-            pts = [r for r in data["monte_carlo"] if r["kind"] == kind]
+            pts = [r for r in data["monte_carlo"] if r["kind"] == kind and r["ensemble"] == "orthogonal"]
             mc_errorbars(ax, pts, "angle", KIND_COLOURS[kind], "s")
-        limit_to_interior(ax, data["lines"])
+        for key in BEYOND:
+            colour, ls, marker = BEYOND_STYLES[key]
+            rows = [r for r in data.get("beyond", []) if (r["kind"], r["ensemble"]) == key]
+            if rows:
+                ax.semilogy([r["angle"] for r in rows], [r["mse_exact"] for r in rows], color=colour,
+                            ls=ls, label=BEYOND_LABELS[key])
+            pts = [r for r in data["monte_carlo"] if (r["kind"], r["ensemble"]) == key]
+            mc_errorbars(ax, pts, "angle", colour, marker)
+        limit_to_interior(ax, data["lines"] + data.get("beyond", []))
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
         ax.set_title(f"same feature dimension r = {R} (d = {D}, |x| = |y| = {NORM})\n"
-                     "lines exact; markers Monte Carlo, orthogonal, 95% intervals "
+                     "lines exact; markers Monte Carlo (orthogonal, simplex), 95% intervals "
                      "(hollow: heavy tail)", fontsize=8)
         legend_below(ax, ncol=2)
         return save(fig, out_dir, NAME)

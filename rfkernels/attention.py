@@ -51,7 +51,15 @@ from typing import Any
 import numpy as np
 
 from .backends import get_array_module, to_numpy
-from .features import FEATURE_MAPS, _check_map, feature_dimension, feature_map
+from .features import (
+    FEATURE_MAPS,
+    _check_map,
+    _check_oprf_a,
+    _oprf_exponents,
+    feature_dimension,
+    feature_map,
+    oprf_auto_a,
+)
 from .validation import (
     KINDS,
     check_bool,
@@ -115,6 +123,9 @@ class AttentionResult:
     kind, causal, stabilize, nonpositive, normalization, nu :
         The arguments the result was computed with (``nu`` is None except
         for DPFP).
+    A : float or None
+        The OPRF parameter used (``A="auto"`` resolved to its float); None
+        for every other kind.
     """
 
     output: Any
@@ -127,6 +138,7 @@ class AttentionResult:
     nonpositive: str
     normalization: str = "attention"
     nu: Any = None
+    A: Any = None
 
 
 # --------------------------------------------------------------- validation
@@ -268,11 +280,14 @@ def softmax_attention(Q, K, V, *, causal=False, block_size=None):
 # --------------------------------------------------------------- FAVOR
 
 
-def _query_features(q, w, kind, stabilize, xp):
+def _query_features(q, w, kind, stabilize, xp, A=None):
     """φ(q) for a block of queries, divided by a positive per-row factor if stabilised."""
     if not stabilize:
-        return feature_map(q, w, kind)
+        return feature_map(q, w, kind, A=A)
     proj = q @ w.T
+    if kind == "oprf":
+        # sqrt(1−4A) ω·q + A|ω|² + const; the row maximum absorbs −|q|²/2 and the constants
+        proj = _oprf_exponents(proj, w, A, xp)
     if kind == "trig":
         # drops exp(|q|²/2)/sqrt(m): a positive per-row factor
         return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
@@ -282,10 +297,12 @@ def _query_features(q, w, kind, stabilize, xp):
     return xp.exp(proj - xp.max(proj, axis=1, keepdims=True))
 
 
-def _key_log_features(k, w, kind, xp):
+def _key_log_features(k, w, kind, xp, A=None):
     """Key features as (log-part, sign-part): φ(k) ∝ exp(log-part) · sign-part."""
     proj = k @ w.T
     half_sq = 0.5 * xp.sum(k * k, axis=1, keepdims=True)
+    if kind == "oprf":
+        return _oprf_exponents(proj, w, A, xp) - half_sq, None
     if kind == "trig":
         return half_sq, xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
     if kind == "hyperbolic":
@@ -296,16 +313,16 @@ def _key_log_features(k, w, kind, xp):
 class _KeyState:
     """Running key shift b: the maximum of the key exponents seen so far."""
 
-    def __init__(self, kind, stabilize, xp):
-        self.kind, self.stabilize, self.xp = kind, stabilize, xp
+    def __init__(self, kind, stabilize, xp, A=None):
+        self.kind, self.stabilize, self.xp, self.A = kind, stabilize, xp, A
         self.shift = xp.asarray(-xp.inf)
 
     def features(self, k, w):
         """(φ(k_block) / exp(b_new), exp(b_old − b_new)); rescale earlier sums by the latter."""
         xp = self.xp
         if not self.stabilize:
-            return feature_map(k, w, self.kind), None
-        log_part, sign_part = _key_log_features(k, w, self.kind, xp)
+            return feature_map(k, w, self.kind, A=self.A), None
+        log_part, sign_part = _key_log_features(k, w, self.kind, xp, self.A)
         new = xp.maximum(self.shift, xp.max(log_part))
         rescale = xp.exp(self.shift - new)  # exp(-inf) = 0 on the first block, sums are 0 then
         self.shift = new
@@ -314,7 +331,7 @@ class _KeyState:
 
 
 def favor_attention(
-    Q, K, V, W, kind, *, causal=False, stabilize=True, nonpositive="nan", block_size=None
+    Q, K, V, W, kind, *, A=None, causal=False, stabilize=True, nonpositive="nan", block_size=None
 ):
     r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
 
@@ -334,8 +351,16 @@ def favor_attention(
     W : array_like of shape (m, d)
         Projections :math:`\omega_1..\omega_m` as rows, of any ensemble
         (:func:`rfkernels.draw_projections`); the same W serves queries and keys.
-    kind : {"trig", "positive", "hyperbolic"}
-        The feature map (:func:`rfkernels.feature_map`); r = 2m, m, 2m features.
+    kind : {"trig", "positive", "hyperbolic", "oprf"}
+        The feature map (:func:`rfkernels.feature_map`); r = 2m, m, 2m, m features.
+    A : float or "auto", optional
+        The parameter of ``kind="oprf"`` (optimal positive random features;
+        required there, refused for the other kinds): a float ``A < 1/8``
+        shared by every query and key, or ``"auto"``, the optimal ``A*`` for
+        :math:`\rho = \operatorname{mean}_{i,j}|q_i + k_j|^2/d` over all
+        query-key pairs (:func:`rfkernels.features.oprf_auto_a` ``(Q, K)``,
+        O((L + L_k) d), computed on the host); the value used is
+        ``result.A``.
     causal : bool, default False
         If True, row i attends to keys j <= i only (needs L = L_k), through
         running prefix sums.
@@ -370,7 +395,8 @@ def favor_attention(
         Non-finite or badly shaped Q, K, V or W; Q, K and W not sharing d;
         V without one row per key; causal with L != L_k; unknown kind or
         nonpositive policy (a deterministic map: use :func:`linear_attention`);
-        block_size < 1. All before any work.
+        block_size < 1; ``A`` missing for ``kind="oprf"``, not a float < 1/8
+        or ``"auto"``, or given for another kind. All before any work.
     TypeError
         causal or stabilize not a bool; block_size not an integer.
     FloatingPointError
@@ -424,6 +450,9 @@ def favor_attention(
       maximum over all keys; causal rows of a block use the maximum over the
       keys up to the end of that block. Each row uses one shift for all of
       its keys, so it cancels;
+    - OPRF queries and keys: the same shifts of the exponents
+      :math:`\sqrt{1 - 4A}\,\omega_l^\top x + A|\omega_l|^2 - |x|^2/2`
+      (the constant :math:`(1 - 4A)^{d/4}/\sqrt m` drops out with them);
     - trig queries: the per-query factor :math:`e^{|q_i|^2/2}/\sqrt m` is
       dropped, leaving :math:`[\sin\omega_l^\top q_i, \cos\omega_l^\top q_i]`;
     - trig keys: :math:`e^{|k_j|^2/2}` is divided by the running maximum
@@ -454,12 +483,12 @@ def favor_attention(
         )
     check_kind(kind)
     return _linear_attention(Q, K, V, W, kind, None, "attention", causal, stabilize,
-                             nonpositive, block_size, "favor_attention")
+                             nonpositive, block_size, "favor_attention", A)
 
 
 def linear_attention(
-    Q, K, V, W, kind, *, nu=None, normalization="attention", causal=False, stabilize=True,
-    nonpositive="nan", block_size=None,
+    Q, K, V, W, kind, *, nu=None, A=None, normalization="attention", causal=False,
+    stabilize=True, nonpositive="nan", block_size=None,
 ):
     r"""Linear attention with any feature map, bidirectional or causal.
 
@@ -480,10 +509,13 @@ def linear_attention(
         Values.
     W : array_like of shape (m, d), or None
         Projections for the random kinds; None for the deterministic maps.
-    kind : {"trig", "positive", "hyperbolic", "identity", "elu1", "dpfp"}
+    kind : {"trig", "positive", "hyperbolic", "oprf", "identity", "elu1", "dpfp"}
         The feature map (:func:`rfkernels.feature_map`).
     nu : int, optional
         DPFP's ν (default 1, d_dot = 2dν); only for ``kind="dpfp"``.
+    A : float or "auto", optional
+        The OPRF parameter, only (and required) for ``kind="oprf"``, as in
+        :func:`favor_attention`.
     normalization : {"attention", "sum"}, default "attention"
         ``"attention"``: :math:`\mathrm{out}_i = S_i\varphi(q_i) / z_i^\top\varphi(q_i)`
         with :math:`S_i = \sum_j v_j\varphi(k_j)^\top`,
@@ -493,7 +525,7 @@ def linear_attention(
         :math:`\varphi' = \varphi / \sum_l \varphi_l`, and
         :math:`\mathrm{out}_i = S'_i\varphi'(q_i)` with
         :math:`S'_i = \sum_j v_j\varphi'(k_j)^\top` — no denominator. Only
-        for non-negative maps (positive, hyperbolic, elu1, dpfp).
+        for non-negative maps (positive, hyperbolic, oprf, elu1, dpfp).
     causal : bool, default False
         Row i attends to keys j <= i only (needs L = L_k).
     stabilize : bool, default True
@@ -552,7 +584,7 @@ def linear_attention(
        https://arxiv.org/abs/2102.11174
     """
     return _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize,
-                             nonpositive, block_size, "linear_attention")
+                             nonpositive, block_size, "linear_attention", A)
 
 
 class _Features:
@@ -564,19 +596,19 @@ class _Features:
     running key shift of the random kinds, see :class:`_KeyState`).
     """
 
-    def __init__(self, w, kind, nu, normalization, stabilize, xp):
-        self.w, self.kind, self.nu, self.xp = w, kind, nu, xp
+    def __init__(self, w, kind, nu, normalization, stabilize, xp, A=None):
+        self.w, self.kind, self.nu, self.xp, self.A = w, kind, nu, xp, A
         self.sum = normalization == "sum"
         self.random = kind not in FEATURE_MAPS
         self.shifted = self.random and not self.sum and stabilize
-        self.key_state = _KeyState(kind, stabilize, xp) if self.shifted else None
+        self.key_state = _KeyState(kind, stabilize, xp, A) if self.shifted else None
 
     def _plain(self, x):
-        return feature_map(x, self.w, self.kind, nu=self.nu, sum_normalize=self.sum)
+        return feature_map(x, self.w, self.kind, nu=self.nu, sum_normalize=self.sum, A=self.A)
 
     def queries(self, q):
         if self.shifted:
-            return _query_features(q, self.w, self.kind, True, self.xp)
+            return _query_features(q, self.w, self.kind, True, self.xp, self.A)
         return self._plain(q)
 
     def keys(self, k):
@@ -586,15 +618,16 @@ class _Features:
 
 
 def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, nonpositive,
-                      block_size, caller):
+                      block_size, caller, A=None):
     """Validate everything, then run the one linear-attention core."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
-    deterministic, nu, _ = _check_map(kind, W, nu, False)
+    deterministic, nu, _ = _check_map(kind, W, nu, False, A=A)
+    A = None if deterministic else _check_oprf_a(kind, A)
     check_choice(normalization, "normalization", NORMALIZATIONS)
     q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
     stabilize = check_bool(stabilize, "stabilize")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
-    _check_map(kind, W, nu, normalization == "sum", q.shape[1])  # nu <= 2d - 1; sum-normalisable
+    _check_map(kind, W, nu, normalization == "sum", q.shape[1], A=A)  # nu <= 2d - 1; sum-normalisable
     if block_size is None:
         block = FAVOR_CAUSAL_BLOCK if causal else FAVOR_BLOCK
     else:
@@ -624,7 +657,9 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
         check_memory(nbytes, f"{caller} with L={q.shape[0]}, r={r} features and "
                              f"block_size={block}")
 
-    feats = _Features(w, kind, nu, normalization, stabilize, xp)
+    if isinstance(A, str):  # "auto": A* of the mean |q_i + k_j|^2 / d, O((L + L_k) d)
+        A = oprf_auto_a(to_numpy(q), to_numpy(k))
+    feats = _Features(w, kind, nu, normalization, stabilize, xp, A)
     try:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             if causal:
@@ -647,9 +682,9 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
         return AttentionResult(
             output=num, denominators=None, n_nonpositive_denominators=0,
             nonpositive_rows=np.zeros(0, dtype=np.int64), kind=kind, causal=causal,
-            stabilize=stabilize, nonpositive=nonpositive, normalization="sum", nu=nu,
+            stabilize=stabilize, nonpositive=nonpositive, normalization="sum", nu=nu, A=A,
         )
-    return _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, caller)
+    return _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, caller, A)
 
 
 def _bidirectional(q, k, v, feats, r, block, xp):
@@ -697,7 +732,7 @@ def _causal(q, k, v, feats, r, block, xp):
     return num, den
 
 
-def _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, caller):
+def _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, caller, A=None):
     bad = den <= 0
     rows = to_numpy(xp.nonzero(bad)[0]).astype(np.int64)
     n_bad = int(rows.size)
@@ -745,4 +780,5 @@ def _normalise(num, den, kind, nu, causal, stabilize, nonpositive, xp, v, w, cal
         nonpositive=nonpositive,
         normalization="attention",
         nu=nu,
+        A=A,
     )
