@@ -416,6 +416,23 @@ def _check_names(values, name, check, default):
     return values
 
 
+def _sample_summary(values, n_bad_rows):
+    """Columns of one grid point from its per-input MSEs: count, mean, sd, se, largest share."""
+    finite = values[np.isfinite(values)]
+    n = finite.size
+    std = float(finite.std(ddof=1)) if n >= 2 else None
+    total = float(finite.sum()) if n else 0.0
+    return {
+        "samples": n,
+        "mse_mean": float(finite.mean()) if n else None,
+        "mse_std": std,
+        "mse_se": None if std is None else std / math.sqrt(n),
+        "mse_max_share": float(finite.max() / total) if total > 0 else None,
+        "samples_nonfinite": int(values.size - n),
+        "nonpositive_rows_mean": float(n_bad_rows.mean()),
+    }
+
+
 def attention_mse(
     L,
     d,
@@ -566,22 +583,10 @@ def attention_mse(
 
     rows = []
     for g, (m, kind, ens) in enumerate(grid):
-        vals = mse[g]
-        finite = vals[np.isfinite(vals)]
-        n = finite.size
-        mean = float(finite.mean()) if n else None
-        std = float(finite.std(ddof=1)) if n >= 2 else None
-        total = float(finite.sum()) if n else 0.0
         rows.append({
-            "L": L, "d": d, "m": m, "r": m if kind == "positive" else 2 * m,
+            "L": L, "d": d, "m": m, "r": feature_dimension(kind, d, m=m),
             "kind": kind, "ensemble": ens, "norms": norms, "causal": bool(causal),
-            "samples": n,
-            "mse_mean": mean,
-            "mse_std": std,
-            "mse_se": None if std is None else std / math.sqrt(n),
-            "mse_max_share": float(finite.max() / total) if total > 0 else None,
-            "samples_nonfinite": int(samples - n),
-            "nonpositive_rows_mean": float(n_bad_rows[g].mean()),
+            **_sample_summary(mse[g], n_bad_rows[g]),
         })
 
     meta = {
@@ -727,19 +732,9 @@ def feature_map_attention_mse(
 
     rows = []
     for g, (kind, nu) in enumerate(grid):
-        finite = mse[g][np.isfinite(mse[g])]
-        n = finite.size
-        std = float(finite.std(ddof=1)) if n >= 2 else None
-        total = float(finite.sum()) if n else 0.0
         rows.append({
             "L": L, "d": d, "kind": kind, "nu": nu, "d_dot": feature_dimension(kind, d, nu=nu),
-            "causal": causal, "input_scale": scale, "samples": n,
-            "mse_mean": float(finite.mean()) if n else None,
-            "mse_std": std,
-            "mse_se": None if std is None else std / math.sqrt(n),
-            "mse_max_share": float(finite.max() / total) if total > 0 else None,
-            "samples_nonfinite": int(samples - n),
-            "nonpositive_rows_mean": float(n_bad_rows[g].mean()),
+            "causal": causal, "input_scale": scale, **_sample_summary(mse[g], n_bad_rows[g]),
         })
     meta = {
         "study": "feature_map_attention_mse",

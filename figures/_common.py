@@ -161,3 +161,15 @@ def theory_curves(ax, lines, x, label):
         rows = [r for r in lines if r["kind"] == kind and r["ensemble"] == ensemble]
         ax.semilogy([r[x] for r in rows], [r["mse_exact"] for r in rows], color=KIND_COLOURS[kind],
                     ls=ENSEMBLE_STYLES[ensemble]["linestyle"], label=label(kind, ensemble))
+
+
+def counter(progress, total):
+    """``tick(n=1)``: count n more units done and report ``progress(done, total)`` if given."""
+    done = [0]
+
+    def tick(n=1):
+        done[0] += n
+        if progress:
+            progress(done[0], total)
+
+    return tick

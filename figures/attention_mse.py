@@ -20,6 +20,7 @@ from ._common import (
     ENSEMBLE_STYLES,
     KIND_COLOURS,
     KIND_LABELS,
+    counter,
     interval95,
     legend_below,
     paper_style,
@@ -39,12 +40,7 @@ def settings(quick):
 def compute(quick=False, seed=0, progress=None):
     cfg = settings(quick)
     total = study.units(quick, [1.0])
-    done = [0]
-
-    def tick(n=1):
-        done[0] += n
-        if progress:
-            progress(done[0], total)
+    tick = counter(progress, total)
 
     table = study.table(quick, seed, 1.0, progress=tick)
     return {"rows": [r for r in table.rows if r["kind"] in KINDS], "meta": table.meta,

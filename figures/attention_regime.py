@@ -28,7 +28,7 @@ from rfkernels.analysis.attention import (
 )
 
 from . import _attention_study as study
-from ._common import legend_below, paper_style, save
+from ._common import counter, legend_below, paper_style, save
 
 NAME = "attention_regime"
 TITLE = "Regime map: where positive features and orthogonal projections win, over σ and m"
@@ -49,12 +49,7 @@ def settings(quick):
 def compute(quick=False, seed=0, progress=None):
     cfg = settings(quick)
     total = study.units(quick, cfg["scales"])
-    done = [0]
-
-    def tick(n=1):
-        done[0] += n
-        if progress:
-            progress(done[0], total)
+    tick = counter(progress, total)
 
     tables = {s: study.table(quick, seed, s, progress=tick) for s in cfg["scales"]}
     regime = attention_regime_from_tables(tables)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from rfkernels.analysis.capacity import DEFAULT_MAPS, capacity, parse_map
 
-from ._common import legend_below, paper_style, save
+from ._common import counter, legend_below, paper_style, save
 
 NAME = "capacity"
 TITLE = "Kernel Zoo: memory capacity of ELU+1, DPFP-ν and FAVOR+ (least squares and sum rule)"
@@ -38,12 +38,7 @@ def settings(quick):
 def compute(quick=False, seed=0, progress=None):
     cfg = settings(quick)
     total = cfg["trials"] * len(cfg["maps"])
-    done = [0]
-
-    def tick(n=1):
-        done[0] += n
-        if progress:
-            progress(done[0], total)
+    tick = counter(progress, total)
 
     res = capacity(cfg["d_k"], cfg["n_values"], cfg["maps"], trials=cfg["trials"], seed=seed,
                    progress=tick)

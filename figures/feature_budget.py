@@ -97,7 +97,7 @@ def plot(data, out_dir):
         ax.set_xlabel(r"angle between $x$ and $y$ (rad)")
         ax.set_ylabel(r"MSE of the estimate of $\exp(x^\top y)$")
         ax.set_title(f"same feature dimension r = {R} (d = {D}, |x| = |y| = {NORM})\n"
-                     "lines exact; markers Monte Carlo (orthogonal, simplex), 95% intervals "
-                     "(hollow: heavy tail)", fontsize=8)
+                     "lines exact; markers Monte Carlo (orthogonal, simplex),\n"
+                     "95% intervals (hollow: heavy tail)", fontsize=8)
         legend_below(ax, ncol=2)
         return save(fig, out_dir, NAME)

@@ -27,6 +27,7 @@ from ._common import (
     KIND_COLOURS,
     KIND_LABELS,
     Z95,
+    counter,
     legend_below,
     paper_style,
     save,
@@ -50,12 +51,7 @@ def settings(quick):
 def compute(quick=False, seed=0, progress=None):
     cfg = settings(quick)
     total = study.units(quick, cfg["scales"])
-    done = [0]
-
-    def tick(n=1):
-        done[0] += n
-        if progress:
-            progress(done[0], total)
+    tick = counter(progress, total)
 
     rows, lines = [], []
     for scale in cfg["scales"]:

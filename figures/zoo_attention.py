@@ -20,6 +20,7 @@ from rfkernels.analysis.attention import attention_mse, feature_map_attention_ms
 from ._common import (
     ENSEMBLE_STYLES,
     KIND_COLOURS,
+    counter,
     interval95,
     legend_below,
     paper_style,
@@ -45,12 +46,7 @@ def compute(quick=False, seed=0, progress=None):
     per_scale = cfg["samples"] * ((1 + 1 + len(cfg["nu_values"]))
                                   + (1 + 2 * len(cfg["m_values"])))
     total = len(SCALES) * per_scale
-    done = [0]
-
-    def tick(n=1):
-        done[0] += n
-        if progress:
-            progress(done[0], total)
+    tick = counter(progress, total)
 
     rows, baseline = [], []
     for scale in SCALES:
