@@ -466,8 +466,10 @@ def attention_mse(
         Numbers of projections, each >= 1; m > d uses independent orthogonal
         blocks of d rows (the last partial). Feature dimension r = m
         (positive) or 2m (trig, hyperbolic).
-    kinds : sequence of {"trig", "positive", "hyperbolic"}, optional
-        Default: all three.
+    kinds : sequence of {"trig", "positive", "hyperbolic", "oprf"}, optional
+        Default: the paper's three. ``"oprf"`` runs with ``A="auto"`` (the
+        optimal A* for the mean :math:`|q_i + k_j|^2/d` over all pairs of
+        each input, :func:`rfkernels.features.oprf_auto_a`).
     ensembles : sequence of {"iid", "orthogonal", "orthogonal-unfixed-qr"}, optional
         Default ``("iid", "orthogonal")``.
     samples : int, default 15
@@ -572,7 +574,8 @@ def attention_mse(
                 if lean is not None and kind in _LEAN_KINDS:
                     output, n_bad = lean.output(w, kind, nonpositive)
                 else:
-                    res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive)
+                    res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive,
+                                          A="auto" if kind == "oprf" else None)
                     output, n_bad = res.output, res.n_nonpositive_denominators
                 err = output - exact
                 mse[g, s] = float(xp.mean(err * err))

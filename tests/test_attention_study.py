@@ -116,3 +116,20 @@ def test_first_order_bad_input():
         attention_mse_first_order(q, k, v[:3], 4, "positive")
     with pytest.raises((ValueError, TypeError), match="m"):
         attention_mse_first_order(q, k, v, 0, "positive")
+
+
+def test_study_takes_oprf_with_its_automatic_a():
+    """Non-default kind oprf: A = A* of each input's mean pair, as favor_attention(A="auto")."""
+    import numpy as np
+
+    from rfkernels import draw_projections, favor_attention, softmax_attention
+    from rfkernels.analysis import attention_inputs, attention_mse
+
+    table = attention_mse(L=32, d=4, m_values=[8], kinds=("oprf",), ensembles=("iid",),
+                          samples=2, seed=3)
+    row = table.rows[0] if hasattr(table, "rows") else table[0]
+    assert row["kind"] == "oprf" and row["r"] == 8 and np.isfinite(row["mse_mean"])
+    Q, K, V = attention_inputs(32, 4, seed=np.random.SeedSequence(3, spawn_key=(0, 0)))
+    W = draw_projections(8, 4, seed=1)
+    out = favor_attention(Q, K, V, W, "oprf", A="auto")
+    assert out.A < 0 and np.isfinite(np.mean((out.output - softmax_attention(Q, K, V)) ** 2))
