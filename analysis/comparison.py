@@ -22,7 +22,6 @@ from rfkernels import reduced, theory
 from rfkernels.backends import check_backend
 from rfkernels.validation import (
     ENSEMBLES,
-    PAPER_KINDS,
     check_bool,
     check_choice,
     check_finite,
@@ -77,9 +76,8 @@ def theory_columns(geom, m, kind, ensemble, norms):
     """
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
     logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
-    beyond = kind == "oprf" or ensemble == "simplex"
     out_of_range = np.zeros(shape, dtype=bool)
-    if ensemble in theory.THEORY_ENSEMBLES and not (beyond and norms == "fixed"):
+    if theory.no_closed_form_reason(kind, ensemble, norms) is None:
         try:
             logs["mse_exact"][...] = theory.exact_mse_from_geometry(
                 geom, m, kind, ensemble=ensemble, norms=norms, log=True)
@@ -93,7 +91,7 @@ def theory_columns(geom, m, kind, ensemble, norms):
                         ensemble=ensemble, norms=norms, log=True)
                 except OverflowError:
                     out_of_range[i] = True
-    if norms == "chi" and kind in PAPER_KINDS:
+    if theory.no_lemma2_reason(kind, norms) is None:
         logs["mse_lemma2"][...] = theory.lemma2_mse_from_geometry(geom, m, kind, log=True)
         if kind == "positive" and ensemble == "orthogonal":
             m_arr = np.broadcast_to(m, shape)
@@ -152,7 +150,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     row["trials"] = 0
     row["tail_ok"] = ""
     if not theory_only and not np.isfinite(row["mse_exact"]) and th["note"][()]:
-        notes.append("Monte Carlo not run: the MSE is beyond float64")
+        notes.append("Monte Carlo not run: the exact MSE is out of range (see above)")
     elif not theory_only:
         from .monte_carlo import monte_carlo_mse_from_geometry
 

@@ -59,6 +59,7 @@ errors and the reach of the sample into the region the MSE comes from
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -152,6 +153,13 @@ class _Setup:
 
 
 
+def _recorded_entropy(entropy):
+    """A SeedSequence's entropy as results record it: an int, or a tuple of ints."""
+    if isinstance(entropy, (numbers.Integral, np.integer)):
+        return int(entropy)
+    return tuple(int(v) for v in entropy)
+
+
 def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensemble="iid"):
     """Estimated peak bytes a Monte Carlo run allocates (the checks' upper estimate).
 
@@ -165,7 +173,7 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
     """
     accumulate = 8 * 8 * chunk
     if method == "reduced":
-        return reduced.engine_bytes(m, chunk, backend) + accumulate
+        return reduced.engine_bytes(m, chunk, backend, ensemble, d) + accumulate
     return (projection_bytes(m, d, ensemble)
             + 8 * (16 * pairs * m + 2 * pairs * pairs + pairs * chunk) + accumulate)
 
@@ -246,8 +254,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     known = geometry is not None
     geom = geometry if known else theory.geometry(Xa, Ya)
     # oprf and simplex have an exact theory with chi norms only; sorf none at all
-    has_theory = ensemble in theory.THEORY_ENSEMBLES and not (
-        norms == "fixed" and (kind == "oprf" or ensemble == "simplex"))
+    has_theory = theory.no_closed_form_reason(kind, ensemble, norms) is None
     norm, exacts, sm, a_pairs = [], [], [], []
     for k in range(pairs):
         g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
@@ -410,7 +417,7 @@ def _result(s, pair, acc, elapsed):
     return MonteCarloResult(
         kind=s.kind, ensemble=s.ensemble, norms=s.norms, method=s.method, backend=s.backend,
         d=s.d, m=s.m, trials=n, pair=pair,
-        seed_entropy=int(s.seq.entropy), seed_spawn_key=tuple(int(k) for k in s.seq.spawn_key),
+        seed_entropy=_recorded_entropy(s.seq.entropy), seed_spawn_key=tuple(int(k) for k in s.seq.spawn_key),
         generator="philox4x32-10" if s.method == "reduced" else "numpy-default_rng",
         sm=s.sm[pair], mse=mse, stderr=stderr,
         ci95=(max(0.0, mse - Z95 * stderr), mse + Z95 * stderr),
@@ -550,9 +557,23 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
     X = Y = None
     if vectors is not None:
         X, Y = _one_pair(*vectors)
-    known = mse_exact != COMPUTE if isinstance(mse_exact, str) else True
+        given = theory.geometry(X[0], Y[0])
+        if int(given.d) != int(geometry.d) or not np.allclose(
+                [given.s, given.t, given.half_sq], [geometry.s, geometry.t, geometry.half_sq],
+                rtol=1e-12, atol=0.0):
+            raise ValueError("vectors=(x, y) do not have the given geometry (d, |x+y|^2, |x-y|^2, "
+                             "|x|^2 + |y|^2 differ): pass theory.geometry(x, y) with its vectors")
+    elif method == "literal":
+        raise ValueError("method='literal' draws whole projections and needs the vectors: "
+                         "pass vectors=(x, y)")
+    known = not (isinstance(mse_exact, str) and mse_exact == COMPUTE)
     if known and mse_exact is not None:
+        if isinstance(mse_exact, (str, bool)) or not isinstance(mse_exact, (numbers.Real, np.floating)):
+            raise TypeError(f"mse_exact must be a number, None (no closed form) or left out; "
+                            f"got {mse_exact!r}")
         mse_exact = float(mse_exact)
+        if not (math.isfinite(mse_exact) and mse_exact >= 0.0):
+            raise ValueError(f"mse_exact must be finite and >= 0; got {mse_exact!r}")
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
                names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE, A=A)
     return _run(s)[0]

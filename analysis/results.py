@@ -29,8 +29,9 @@ class MonteCarloResult:
     pair : int
         Index of the pair in its batch (0 for :func:`monte_carlo_mse`); the
         reduced method's counters depend on it.
-    seed_entropy : int
-        ``SeedSequence.entropy`` of the seed.
+    seed_entropy : int or tuple of int
+        ``SeedSequence.entropy`` of the seed (a tuple where the seed was
+        built from a sequence of ints).
     seed_spawn_key : tuple of int
         ``SeedSequence.spawn_key``; with ``seed_entropy`` (and ``pair``) it
         regenerates every number: ``SeedSequence(seed_entropy,

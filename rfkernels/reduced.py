@@ -536,12 +536,13 @@ def default_chunk(backend, m):
 VECTORISED_ARRAYS = 20
 
 
-def engine_bytes(m, chunk, backend):
+def engine_bytes(m, chunk, backend, ensemble="iid", d=1):
     """Estimated peak bytes :func:`estimate_chunks` allocates on the host for ``chunk`` trials.
 
-    Vectorised path: :data:`VECTORISED_ARRAYS` arrays of ``m × chunk``
-    doubles; Numba: per thread, seven length-m work arrays, plus the chunk;
-    the GPU kernel: device memory only (0 on the host).
+    Vectorised path: :data:`VECTORISED_ARRAYS` arrays of ``w × chunk``
+    doubles, ``w = m`` (``max(m, d)`` for the simplex ensemble, which draws
+    all d coordinates of each block); Numba: per thread, seven length-m work
+    arrays, plus the chunk; the GPU kernel: device memory only (0 on the host).
     """
     if backend == "numba":
         import numba
@@ -552,7 +553,8 @@ def engine_bytes(m, chunk, backend):
         return threads * 7 * 8 * (m + 1) + 8 * chunk
     if backend == "cupy":
         return 0
-    return VECTORISED_ARRAYS * 8 * m * chunk
+    width = max(m, d) if ensemble == "simplex" else m
+    return VECTORISED_ARRAYS * 8 * width * chunk
 
 
 def check_reduced(kind, ensemble):

@@ -34,8 +34,8 @@ def current_umask():
 
 def atomic_write(path, content):
     """Write ``content`` (text, or a callable ``content(fh)``) to ``path`` atomically."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(os.fspath(path))  # a link is followed, as open() does, not replaced
+    directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp creates 0600; give what open() gives

@@ -269,6 +269,28 @@ def _check_paper_kind(kind, what):
     return kind
 
 
+def no_closed_form_reason(kind, ensemble, norms):
+    """Why :func:`exact_mse` has no value for this estimator, or None if it has one.
+
+    The one place that decides it: the analysis layer and the command line
+    ask here before computing (and say the same reason in tables and JSON).
+    """
+    if ensemble not in THEORY_ENSEMBLES:
+        return f"no closed form for the {ensemble} ensemble (Monte Carlo only)"
+    if norms == "fixed" and (kind == "oprf" or ensemble == "simplex"):
+        return f"the exact MSE of kind={kind!r} with ensemble={ensemble!r} is derived for chi norms only"
+    return None
+
+
+def no_lemma2_reason(kind, norms):
+    """Why Lemma 2 does not apply, or None if it does (the paper's kinds, chi norms)."""
+    if kind not in PAPER_KINDS:
+        return f"Lemma 2 is the Performer paper's statement for {', '.join(PAPER_KINDS)}; not {kind}"
+    if norms != "chi":
+        return "Lemma 2 holds for chi norms only"
+    return None
+
+
 def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
     """Lemma 2 of [1]_ for a :class:`Geometry`; see :func:`lemma2_mse`."""
     log = check_bool(log, "log")
@@ -640,6 +662,8 @@ __all__ = [
     "geometry",
     "geometry_from_angle",
     "lemma2_mse",
+    "no_closed_form_reason",
+    "no_lemma2_reason",
     "lemma2_mse_from_geometry",
     "log_exact_mse",
     "oprf_optimal_a",

@@ -59,3 +59,12 @@ def test_atomic_write_failure_keeps_the_old_file(tmp_path):
         atomic_write(path, boom)
     assert path.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
+
+
+def test_atomic_write_through_a_symlink_writes_its_target(tmp_path):
+    target = tmp_path / "real.csv"
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    atomic_write(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"

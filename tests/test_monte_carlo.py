@@ -542,5 +542,27 @@ def test_from_geometry_equals_monte_carlo_mse(method):
         assert (r.mse, r.stderr, r.z, r.mse_exact) == (ref.mse, ref.stderr, ref.z, ref.mse_exact)
     with pytest.raises(TypeError, match="Geometry of one pair"):
         monte_carlo_mse_from_geometry(theory.geometry(x[None], y[None]), 6, "positive", trials=10)
-    with pytest.raises(ValueError, match="X must be a 2-D array|x must"):
+    with pytest.raises(ValueError, match="needs the vectors: pass vectors"):
         monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, method="literal")
+    other = theory.pair(6, 2.0, 2.0, 0.1)
+    with pytest.raises(ValueError, match="do not have the given geometry"):
+        monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, method="literal",
+                                      vectors=other)
+    for bad, err in ((float("nan"), ValueError), (-1.0, ValueError), ("abc", TypeError)):
+        with pytest.raises(err, match="mse_exact must be"):
+            monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, mse_exact=bad)
+
+
+def test_peak_bytes_of_simplex_counts_all_d_coordinates():
+    """The simplex sampler draws d coordinates per block: its estimate grows with d, not only m."""
+    import tracemalloc
+
+    from rfkernels.analysis.monte_carlo import peak_bytes
+
+    x, y = theory.pair(1000, 0.1, 0.1, 1.0)
+    tracemalloc.start()
+    monte_carlo_mse(x, y, 2, "positive", ensemble="simplex", trials=500, chunk=500, seed=0)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak_bytes(2, 1000, 1, 500, ensemble="simplex") >= peak
+    assert peak_bytes(2, 1000, 1, 500, ensemble="simplex") > 100 * peak_bytes(2, 1000, 1, 500)

@@ -25,6 +25,7 @@ def test_seed_sequence_forms():
             seed_sequence(bad)
     with pytest.raises(ValueError, match="non-negative"):
         seed_sequence(-1)
+    assert seed_sequence(np.random.SeedSequence([1, 2])).entropy == [1, 2]
 
 
 def test_check_seed_keeps_a_generator_and_seeds_the_rest():
@@ -39,6 +40,18 @@ def test_monte_carlo_mse_accepts_a_generator_and_records_its_entropy():
     again = monte_carlo_mse(x, y, 4, "positive", trials=2000,
                             seed=np.random.SeedSequence(res.seed_entropy, spawn_key=res.seed_spawn_key))
     assert res.mse == again.mse and res.seed_entropy == seed_sequence(np.random.default_rng(42)).entropy
+
+
+def test_a_list_entropy_is_recorded_and_reproduces():
+    x, y = theory.pair(4, 0.3, 0.3, 1.0)
+    res = monte_carlo_mse(x, y, 4, "positive", trials=500, seed=np.random.SeedSequence([1, 2]))
+    assert res.seed_entropy == (1, 2)
+    again = monte_carlo_mse(x, y, 4, "positive", trials=500,
+                            seed=np.random.SeedSequence(list(res.seed_entropy)))
+    assert again.mse == res.mse
+    rows = compare([{"d": 4, "norm_x": 0.3, "norm_y": 0.3, "angle": 1.0}], "positive", "iid", 2,
+                   trials=100, seed=np.random.SeedSequence([1, 2]))
+    assert len(rows) == 1
 
 
 def test_every_entry_takes_every_seed_form():

@@ -79,12 +79,22 @@ def _check_outputs(out, force):
     """The CSV and JSON paths, after refusing to clobber unrelated files."""
     from rfkernels.analysis.attention import AttentionMSETable
 
+    if not str(out).strip() or Path(out).name in ("", ".."):
+        raise ValueError(f"--out must name a CSV file; got {out!r}")
     csv_path = Path(out)
     if csv_path.suffix == ".json":
         raise ValueError(f"--out must not end in .json (that is the sidecar's suffix); got {out!r}")
     json_path = csv_path.with_suffix(".json")
     if not csv_path.parent.is_dir():
         raise ValueError(f"--out: directory {str(csv_path.parent)!r} does not exist")
+    import tempfile
+
+    try:  # root ignores permission bits: try a file, as the writer will
+        with tempfile.NamedTemporaryFile(dir=csv_path.parent, prefix=".rfkernels-probe-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out: cannot write in {str(csv_path.parent)!r} "
+                         f"({exc.strerror or exc})") from None
     header = ",".join(AttentionMSETable.COLUMNS)
     for path in (csv_path, json_path):
         if path.is_dir():

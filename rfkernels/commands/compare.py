@@ -6,6 +6,7 @@ import itertools
 import math
 import re
 
+from .. import theory
 from ..cli import command
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
@@ -80,9 +81,11 @@ def null_reason(key, value, row):
     if (key in _MC_COLUMNS or key == "mc_consistent") and not_run:
         return not_run
     if key == "mse_exact":
-        return f"no closed form for the {row['ensemble']} ensemble"
+        if "beyond the range of its quadrature" in note:
+            return "mse_exact beyond the range of its quadrature"
+        return theory.no_closed_form_reason(row["kind"], row["ensemble"], row["norms"])
     if key == "mse_lemma2":
-        return "Lemma 2 holds for chi norms only"
+        return theory.no_lemma2_reason(row["kind"], row["norms"])
     if key == "theorem2_bound":
         return "Theorem 2 bounds positive features, orthogonal ensemble, chi norms, m <= d only"
     if key == "z":

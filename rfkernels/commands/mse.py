@@ -6,10 +6,11 @@ import math
 import sys
 
 from ..cli import command
-from ..validation import ENSEMBLES, KINDS, PAPER_KINDS
+from ..validation import ENSEMBLES, KINDS
 from ._options import float_value, int_value
 from ._output import dumps
 
+_LOG_MAX = math.log(sys.float_info.max)
 _KINDS = ", ".join(KINDS)
 _ENSEMBLES = ", ".join(ENSEMBLES)
 
@@ -26,8 +27,9 @@ def _add_mse(p):
     p.add_argument("--angle", type=float_value, default=1.0,
                    help="angle between x and y, radians in [0, pi]")
     p.add_argument("--kind", default="positive",
-                   help=f"estimator: {_KINDS} (oprf, simplex, sorf: --method literal for now)")
-    p.add_argument("--ensemble", default="iid", help=f"projections: {_ENSEMBLES}")
+                   help=f"estimator: {_KINDS}")
+    p.add_argument("--ensemble", default="iid",
+                   help=f"projections: {_ENSEMBLES} (sorf and orthogonal-unfixed-qr: --method literal)")
     p.add_argument("--norms", default="chi", help="row norms: chi (unbiased) or fixed (sqrt(d))")
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
     p.add_argument("--seed", type=int_value, default=0,
@@ -46,10 +48,15 @@ def null_reason(key, value, out):
     """Why ``out[key]`` is null in ``rfkernels mse --json``; None if it is not null."""
     if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
         return None
+    from .. import theory
+
+    kind, ensemble, norms = out.get("kind"), out.get("ensemble"), out.get("norms")
     reasons = {
-        "mse_lemma2": "Lemma 2 holds for the paper's kinds with chi norms only",
-        "mse_theorem2": "Theorem 2 bounds positive features with chi norms and m <= d only",
-        "mse_exact": f"no closed form for the {out.get('ensemble')} ensemble",
+        "mse_lemma2": theory.no_lemma2_reason(kind, norms) or "beyond float64",
+        "mse_theorem2": ("beyond float64" if kind == "positive" and norms == "chi"
+                         and out.get("m", 0) <= out.get("d", 0)
+                         else "Theorem 2 bounds positive features with chi norms and m <= d only"),
+        "mse_exact": theory.no_closed_form_reason(kind, ensemble, norms),
         "bias_z": "bias_stderr is 0",
         "k_hat": out.get("tail_note"),
         "max_share": "every squared error is 0",
@@ -66,11 +73,14 @@ def theory_values(geom, m, kind, ensemble, norms):
     """Lemma 2 (iid, chi norms) and Theorem 2 (positive, chi norms, m <= d) where they apply."""
     from .. import theory
 
+    def linear(log_value):  # None where the value is beyond float64 (its JSON reason says so)
+        return math.exp(log_value) if log_value <= _LOG_MAX else None
+
     lemma2 = theorem2 = None
-    if norms == "chi" and kind in PAPER_KINDS:
-        lemma2 = float(theory.lemma2_mse_from_geometry(geom, m, kind))
+    if theory.no_lemma2_reason(kind, norms) is None:
+        lemma2 = linear(float(theory.lemma2_mse_from_geometry(geom, m, kind, log=True)))
         if kind == "positive" and m <= int(geom.d):
-            theorem2 = float(theory.theorem2_bound_from_geometry(geom, m))
+            theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, m, log=True)))
     return lemma2, theorem2
 
 

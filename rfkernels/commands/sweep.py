@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ..cli import command
+from ..validation import ENSEMBLES, KINDS
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
 
@@ -29,9 +30,10 @@ def _add(p):
     p.add_argument("--theory-only", action="store_true", default=None,
                    help="evaluate the closed forms only (vectorised, no Monte Carlo)")
     g = p.add_argument_group("grid axes (lists)")
-    add_list(g, "--kind", convert=str, help="trig, positive, hyperbolic (default: positive)")
+    add_list(g, "--kind", convert=str, help=f"{', '.join(KINDS)} (default: positive)")
     add_list(g, "--ensemble", convert=str,
-             help="iid, orthogonal, orthogonal-unfixed-qr (default: iid)")
+             help=f"{', '.join(ENSEMBLES)} (default: iid; orthogonal-unfixed-qr and sorf "
+                  "need --method literal)")
     add_list(g, "--norms", convert=str, help="chi, fixed (default: chi)")
     add_list(g, "--backends", convert=str, help="backends as a grid axis (default: --backend)")
     add_list(g, "--d", convert=int_value, help="dimensions (required here or in the file)")
