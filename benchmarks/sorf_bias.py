@@ -25,20 +25,7 @@ import time
 
 import numpy as np
 
-
-def fwht(a):
-    """Normalised fast Walsh-Hadamard transform along the last axis (length a power of two)."""
-    a = a.copy()
-    n = a.shape[-1]
-    h = 1
-    while h < n:
-        a = a.reshape(a.shape[:-1] + (n // (2 * h), 2, h))
-        x, y = a[..., 0, :].copy(), a[..., 1, :]
-        a[..., 0, :] += y
-        a[..., 1, :] = x - y
-        a = a.reshape(a.shape[:-3] + (n,))
-        h *= 2
-    return a / math.sqrt(n)
+from rfkernels.projections import fwht
 
 
 def block_means(u, blocks, rng):
