@@ -416,6 +416,17 @@ def _check_names(values, name, check, default):
     return values
 
 
+def _distinct_ints(values, name):
+    """A non-empty list of distinct integers >= 1 from one integer or a 1-D sequence."""
+    arr = check_int_array(values, name)
+    if arr.ndim > 1 or arr.size == 0:
+        raise ValueError(f"{name} must be an integer or a non-empty 1-D sequence; got {values!r}")
+    out = [int(v) for v in arr.reshape(-1)]
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} must not repeat a value; got {values!r}")
+    return out
+
+
 def _sample_summary(values, n_bad_rows):
     """Columns of one grid point from its per-input MSEs: count, mean, sd, se, largest share."""
     finite = values[np.isfinite(values)]
@@ -524,12 +535,7 @@ def attention_mse(
     """
     L = check_int(L, "L")
     d = check_int(d, "d")
-    ms = check_int_array(m_values, "m_values")
-    if ms.ndim > 1 or ms.size == 0:
-        raise ValueError(f"m_values must be an integer or a non-empty 1-D sequence; got {m_values!r}")
-    ms = [int(m) for m in ms.reshape(-1)]
-    if len(set(ms)) != len(ms):
-        raise ValueError(f"m_values must not repeat a value; got {m_values!r}")
+    ms = _distinct_ints(m_values, "m_values")
     kinds = _check_names(kinds, "kinds", check_kind, DEFAULT_KINDS)
     ensembles = _check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES)
     samples = check_int(samples, "samples", minimum=2)
@@ -689,12 +695,7 @@ def feature_map_attention_mse(
     kinds = _check_names(kinds, "kinds", lambda k: check_choice(k, "kinds must be among "
                                                                    f"{FEATURE_MAPS}; kind", FEATURE_MAPS),
                          FEATURE_MAPS)
-    nus = check_int_array(nu_values, "nu_values")
-    if nus.ndim > 1 or nus.size == 0:
-        raise ValueError(f"nu_values must be an integer or a non-empty 1-D sequence; got {nu_values!r}")
-    nus = [int(n) for n in nus.reshape(-1)]
-    if len(set(nus)) != len(nus):
-        raise ValueError(f"nu_values must not repeat a value; got {nu_values!r}")
+    nus = _distinct_ints(nu_values, "nu_values")
     if max(nus) > 2 * d - 1:
         raise ValueError(f"nu_values must be <= 2d - 1 = {2 * d - 1}; got {max(nus)}")
     samples = check_int(samples, "samples", minimum=2)
