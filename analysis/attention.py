@@ -560,8 +560,7 @@ def attention_mse(
     t_exact = t_favor = 0.0
 
     for s in range(samples):
-        ss = np.random.SeedSequence(entropy, spawn_key=(_SPAWN_INPUTS, s))
-        q, k, v = (xp.asarray(a) for a in attention_inputs(L, d, input_scale=scale, seed=ss))
+        q, k, v = (xp.asarray(a) for a in study_inputs(L, d, s, input_scale=scale, seed=entropy))
         t0 = time.perf_counter()
         exact = softmax_attention(q, k, v, causal=causal)
         exact_ms[s] = float(xp.mean(exact * exact))
@@ -715,8 +714,7 @@ def feature_map_attention_mse(
     exact_ms = np.empty(samples)
     t_exact = t_maps = 0.0
     for s in range(samples):
-        ss = np.random.SeedSequence(entropy, spawn_key=(_SPAWN_INPUTS, s))
-        q, k, v = attention_inputs(L, d, input_scale=scale, seed=ss)
+        q, k, v = study_inputs(L, d, s, input_scale=scale, seed=entropy)
         t0 = time.perf_counter()
         exact = softmax_attention(q, k, v, causal=causal)
         exact_ms[s] = float(np.mean(exact * exact))
