@@ -54,6 +54,9 @@ TILE = 128
 THREADS = 128
 _BLOCKS_PER_SM = 8
 
+#: The tilt floats of a plain run (rfkernels._reduced_numba.tilt_params).
+_NO_TILT = (0.0,) * 9
+
 #: Columns of the per-tile partials.
 _N, _ERR_MEAN, _ERR_M2, _SQ_MEAN, _SQ_M2, _SQ_MAX = range(6)
 
@@ -85,7 +88,8 @@ def _kernels(capacity, sim):
     tile = TILE
 
     @cuda.jit
-    def estimates(k0, k1, base, m, d, ensemble, chi, kind, length, slope, curvature, offset, out):
+    def estimates(k0, k1, base, m, d, ensemble, chi, kind, length, slope, curvature, offset, tilted,
+                  symmetric, tp, out, weights):
         p = cuda.local.array(cap, float64)
         g = cuda.local.array(cap, float64)
         q = cuda.local.array(cap, float64)
@@ -93,8 +97,11 @@ def _kernels(capacity, sim):
         work = cuda.local.array((3, cap), float64)
         n = out.shape[0]
         for t in range(cuda.grid(1), n, cuda.gridsize(1)):
-            out[t] = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
-                                    slope, curvature, offset, p, g, q, ok, work)
+            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
+                                  slope, curvature, offset, tilted, symmetric, tp, p, g, q, ok, work)
+            out[t] = e
+            if tilted:
+                weights[t] = w
 
     @cuda.jit(device=True)
     def tree(acc, j, take_max):
@@ -137,8 +144,9 @@ def _kernels(capacity, sim):
             e = 0.0
             s = 0.0
             if valid:
-                v = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
-                                   slope, curvature, offset, p, g, q, ok, work)
+                v, _ = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
+                                      slope, curvature, offset, False, False, _NO_TILT, p, g, q,
+                                      ok, work)
                 out[t] = v
                 e = v - target
                 s = e * e
@@ -180,11 +188,13 @@ def _args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf):
 
 
 def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, *,
-                          threads=THREADS, blocks=None):
+                          threads=THREADS, blocks=None, tilt=None, weights=None):
     """Fill ``out`` (a CuPy array, or NumPy under the simulator) with the normalised estimates of
     trials ``base .. base + len(out) - 1``; = :func:`rfkernels._reduced_numba.reduced_estimates`.
 
     ``oprf``: :func:`rfkernels.reduced.oprf_constants` for kind OPRF.
+    ``tilt``: draw from that :class:`rfkernels.reduced.Tilt` and write the
+    weights to ``weights`` (an array like ``out``).
     ``threads`` (per block) and ``blocks`` set the launch shape (default: enough
     blocks to fill the device); the estimates do not depend on it.
     """
@@ -192,9 +202,11 @@ def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, 
     n = out.shape[0]
     if n == 0:
         return
+    symmetric, tp, weights = _mc_numba.tilt_params(tilt, weights, out)
     estimates, _ = _kernels(_capacity(m), simulator_enabled())
     blocks = _launch_blocks(n, threads) if blocks is None else int(blocks)
-    estimates[blocks, threads](*_args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf), out)
+    estimates[blocks, threads](*_args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf),
+                               tilt is not None, bool(symmetric), tp, out, weights)
 
 
 class TileMoments(tuple):

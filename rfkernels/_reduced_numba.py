@@ -44,7 +44,7 @@ import sys
 import numba
 import numpy as np
 
-from ._elementary_numba import exp
+from ._elementary_numba import exp, log
 from ._rng_numba import (
     chi_square_at,
     chi_square_normal_at,
@@ -52,6 +52,7 @@ from ._rng_numba import (
     mt_params,
     mt_second_stage,
     normal_pair_inline,
+    uniform_pair_inline,
 )
 from ._scalar import scalar
 
@@ -69,6 +70,7 @@ ENSEMBLE_CODES = {"iid": IID, "orthogonal": ORTHOGONAL, "simplex": SIMPLEX}
 from .reduced import STREAM_DIRECTION as _STREAM_DIRECTION
 from .reduced import STREAM_LENGTH as _STREAM_LENGTH
 from .reduced import STREAM_OPRF_TAIL as _STREAM_OPRF_TAIL
+from .reduced import STREAM_PROPOSAL as _STREAM_PROPOSAL
 from .reduced import STREAM_SIMPLEX as _STREAM_SIMPLEX
 from .reduced import STREAM_SIMPLEX_LENGTH as _STREAM_SIMPLEX_LENGTH
 from .reduced import STREAM_TAIL as _STREAM_TAIL
@@ -185,33 +187,29 @@ def _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work):
 
 @scalar(inline="always")
 def _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
+    # the direction coordinates c (times sqrt(d) by _scale_fixed)
     _normals(k0, k1, trial, m, g)
-    sqrt_d = math.sqrt(d)
     if d == 1:
         for i in range(m):
-            p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + 0.0))
+            p[i] = g[i] / math.sqrt(g[i] * g[i] + 0.0)
     else:  # tails chi2(d - 1) per projection (their companion normals, into p, are unused)
         _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_TAIL, q, p, ok, work)
         for i in range(m):
-            p[i] = sqrt_d * (g[i] / math.sqrt(g[i] * g[i] + q[i]))
+            p[i] = g[i] / math.sqrt(g[i] * g[i] + q[i])
 
 
 @scalar(inline="always")
 def _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work):
-    # the (length, direction) draws are per slot: all of them first, then block by block
+    # the (length, direction) draws are per slot: all of them first, then block by block;
+    # the direction coordinates c in p, the squared lengths in q (p = sqrt(q) c by _scale_chi)
     _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_LENGTH, q, g, ok, work)
     _directions(k0, k1, trial, m, d, p, g)
-    for i in range(m):
-        p[i] = math.sqrt(q[i]) * p[i]
 
 
 @scalar(inline="always")
 def _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
     _normals(k0, k1, trial, m, g)
     _directions(k0, k1, trial, m, d, p, g)
-    sqrt_d = math.sqrt(d)
-    for i in range(m):
-        p[i] = sqrt_d * p[i]
 
 
 @scalar(inline="always")
@@ -271,28 +269,116 @@ def _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work):
     # squared chi(d) norms into q (their companion normals, into p, are unused), then the directions
     _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_SIMPLEX_LENGTH, q, p, ok, work)
     _simplex_directions(k0, k1, trial, m, d, p, g)
-    for i in range(m):
-        p[i] = math.sqrt(q[i]) * p[i]
 
 
 @scalar(inline="always")
 def _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
     _simplex_directions(k0, k1, trial, m, d, p, g)
+
+
+@scalar(inline="always")
+def _scale_chi(m, p, q):
+    """p[i] <- sqrt(q[i]) p[i]: the projections from the direction coordinates and squared lengths."""
+    for i in range(m):
+        p[i] = math.sqrt(q[i]) * p[i]
+
+
+@scalar(inline="always")
+def _scale_fixed(m, d, p):
+    """p[i] <- sqrt(d) p[i]: the projections of rows of norm sqrt(d)."""
     sqrt_d = math.sqrt(d)
     for i in range(m):
         p[i] = sqrt_d * p[i]
 
 
 @scalar(inline="always")
-def _iid_chi_squared_norms(k0, k1, trial, m, d, p, g, q, ok, work):
-    """q[i] = |w_i|^2 = p[i]^2 + chi2(d - 1) for iid projections with chi norms (oprf only)."""
+def _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work):
+    """q[i] = the chi2(d - 1) part of |w_i|^2 for iid projections with chi norms (oprf only)."""
     if d == 1:
         for i in range(m):
-            q[i] = p[i] * p[i] + 0.0
+            q[i] = 0.0
     else:  # companion normals into g, unused
         _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_OPRF_TAIL, q, g, ok, work)
-        for i in range(m):
-            q[i] = p[i] * p[i] + q[i]
+
+
+@scalar(inline="always")
+def _add_squares(m, p, q):
+    """q[i] <- p[i]^2 + q[i]: |w_i|^2 from the projection and the tail."""
+    for i in range(m):
+        q[i] = p[i] * p[i] + q[i]
+
+
+# The tilted proposal (rfkernels.reduced.Tilt): the mixture component, the move, the weight.
+# ``tp`` is rfkernels.reduced.Tilt's floats: (alpha0, shift, wscale, c1, c0, e_plus, e_minus,
+# c_minus, n1) (tilt_params).
+
+
+@scalar(inline="always")
+def _choose(k0, k1, trial, m, alpha0, symmetric):
+    """(component, negative) of one trial (= rfkernels.reduced._proposal_draws); component -1: plain."""
+    u, v, bit = uniform_pair_inline(k0, k1, trial, 0, _STREAM_PROPOSAL)
+    comp = min(np.int64(v * m), m - 1)
+    if u < alpha0:
+        comp = -1
+    return comp, symmetric and bit
+
+
+@scalar(inline="always")
+def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
+    """Move row ``comp`` (= rfkernels.reduced._move_block, same operations).
+
+    ``c``: direction coordinates; ``q``: squared lengths (chi norms);
+    ``block``: the rows per block (d; 1 for iid rows).
+    """
+    i0 = (comp // block) * block
+    b = min(block, m - i0)
+    cj = c[comp]
+    one = 1.0 - cj * cj
+    if chi:
+        pj = math.sqrt(q[comp]) * cj
+        w = (q[comp] * one) * tp[2]
+        pn = pj + (-tp[1] if negative else tp[1])
+        r2 = pn * pn + w
+        cn = pn / math.sqrt(r2)
+        q[comp] = r2
+    else:
+        k = tp[6] if negative else tp[5]
+        up = (1.0 + cj) * k
+        down = 1.0 - cj
+        cn = (up - down) / (up + down)
+    rho = math.sqrt((1.0 - cn * cn) / one) if one > 0.0 else 0.0
+    for i in range(i0, i0 + b):
+        c[i] = rho * (c[i] - gamma * cj) + gamma * cn
+    c[comp] = cn
+
+
+@scalar(inline="always")
+def _weight(v, q, r, m, symmetric, chi, w_mode, tp):
+    """The trial's likelihood-ratio weight (= rfkernels.reduced.tilt_weights); ``r`` is scratch.
+
+    ``v``: projections (chi) or direction coordinates (fixed); ``w_mode``:
+    0 no W term, 1 ``W = q``, 2 ``W = q - v**2``.
+    """
+    for i in range(m):
+        if chi:
+            if w_mode == 1:
+                base = tp[3] * q[i] + tp[4]
+            elif w_mode == 2:
+                base = tp[3] * (q[i] - v[i] * v[i]) + tp[4]
+            else:
+                base = tp[4]
+            sg = tp[1] * v[i]
+            ri = exp(sg + base)
+            if symmetric:
+                ri = 0.5 * (ri + exp(base - sg))
+        else:
+            down = 1.0 - v[i]
+            up = 1.0 + v[i]
+            ri = exp(tp[4] - tp[8] * log(down + tp[6] * up))
+            if symmetric:
+                ri = 0.5 * (ri + exp(tp[7] - tp[8] * log(down + tp[5] * up)))
+        r[i] = ri
+    return 1.0 / (tp[0] + (1.0 - tp[0]) * (_sum8(r, 0, m) / m))
 
 
 @scalar(inline="always")
@@ -336,17 +422,26 @@ def _oprf_terms(length, slope, curvature, offset, m, p, q):
 
 @scalar(inline="always")
 def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curvature, offset,
-                   p, g, q, ok, work):
-    """The normalised estimate of trial counter ``trial``: one entry of :func:`rfkernels.reduced.normalised_estimates`.
+                   tilted, symmetric, tp, p, g, q, ok, work):
+    """``(e, w)``: the normalised estimate of trial counter ``trial`` and its weight.
 
+    ``e`` is one entry of :func:`rfkernels.reduced.normalised_estimates`.
     ``ensemble`` is :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX`;
     ``slope, curvature, offset`` are :func:`rfkernels.reduced.oprf_constants`
-    (used by kind :data:`OPRF` only). ``p``, ``g``, ``q`` (float64) and
-    ``ok`` (bool) of length >= m and ``work`` (float64, (3, >= m)) are
-    scratch. The CUDA kernels (:mod:`rfkernels._reduced_cuda`) call its
-    CUDA twin; the CPU kernel below makes the same choices, but on literal
-    arguments, so that Numba compiles only the branch a call takes.
+    (used by kind :data:`OPRF` only). With ``tilted`` the trial is drawn
+    from the proposal of :class:`rfkernels.reduced.Tilt` (``symmetric`` and
+    the floats ``tp`` of :func:`tilt_params`) and ``w`` is its weight
+    (:func:`rfkernels.reduced.tilt_weights`); otherwise ``w`` is 1. ``p``,
+    ``g``, ``q`` (float64) and ``ok`` (bool) of length >= m and ``work``
+    (float64, (3, >= m)) are scratch. The CUDA kernels
+    (:mod:`rfkernels._reduced_cuda`) call its CUDA twin; the CPU kernel below
+    makes the same choices, but on literal arguments, so that Numba compiles
+    only the branch a call takes.
     """
+    comp = -1
+    negative = False
+    if tilted:
+        comp, negative = _choose(k0, k1, trial, m, tp[0], symmetric)
     if ensemble == ORTHOGONAL:
         if chi:
             _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -361,6 +456,33 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
         _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work)
     else:
         _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+    w = 1.0
+    block = d if ensemble != IID else 1
+    gamma = -1.0 / (d - 1.0) if ensemble == SIMPLEX else 0.0
+    use_w = tilted and kind == OPRF and tp[3] != 0.0
+    if not chi:  # p holds the direction coordinates
+        if comp >= 0:
+            _move_row(p, q, comp, negative, m, block, gamma, False, tp)
+        if tilted:
+            w = _weight(p, q, g, m, symmetric, False, 0, tp)
+        _scale_fixed(m, d, p)
+    elif ensemble == IID:  # p holds the projections
+        if comp >= 0:
+            p[comp] = p[comp] + (-tp[1] if negative else tp[1])
+        if kind == OPRF:
+            _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
+            if comp >= 0:
+                q[comp] = q[comp] * tp[2]
+        if tilted:
+            w = _weight(p, q, g, m, symmetric, True, 1 if use_w else 0, tp)
+        if kind == OPRF:
+            _add_squares(m, p, q)
+    else:  # direction coordinates in p, squared lengths in q
+        if comp >= 0:
+            _move_row(p, q, comp, negative, m, block, gamma, True, tp)
+        _scale_chi(m, p, q)
+        if tilted:
+            w = _weight(p, q, g, m, symmetric, True, 2 if use_w else 0, tp)
     if kind == POSITIVE:
         _positive_terms(length, m, p)
     elif kind == HYPERBOLIC:
@@ -370,27 +492,30 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
     else:
         if not chi:
             _fixed_squared_norms(m, d, q)
-        elif ensemble == IID:
-            _iid_chi_squared_norms(k0, k1, trial, m, d, p, g, q, ok, work)
         _oprf_terms(length, slope, curvature, offset, m, p, q)
-    return _sum8(p, 0, m) / m
+    return _sum8(p, 0, m) / m, w
 
 
-def _make_kernel(ENSEMBLE, CHI, KIND):
-    """The parallel CPU kernel of one (ensemble, norms, kind), compiled on first use and cached.
+def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
+    """The parallel CPU kernel of one (ensemble, norms, kind, proposal), compiled on first use and cached.
 
     The per-trial work is that of :func:`trial_estimate`, spelled out here
     with the choices as closure constants: Numba prunes the branches not taken
     before it inlines the scalar functions, so a call compiles one of the
     paths (a few seconds) rather than all of them. Numba's cache keys
     closures by the values of their constants, so each path is cached on its
-    own.
+    own. ``TILT``: draw from the tilted proposal and write the weights to
+    ``weights`` (otherwise ``weights`` is not touched).
     """
+    BLOCK_IID = ENSEMBLE == IID
 
     @numba.njit(parallel=True, cache=True, error_model="numpy")
-    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, out):
+    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, symmetric, tp, out, weights):
         n = out.shape[0]
         n_batches = (n + BATCH - 1) // BATCH
+        block = 1 if BLOCK_IID else d
+        gamma = -1.0 / (d - 1.0) if ENSEMBLE == SIMPLEX else 0.0
+        use_w = TILT and KIND == OPRF and tp[3] != 0.0
         for batch in numba.prange(n_batches):
             p = np.empty(m)
             g = np.empty(m)
@@ -399,6 +524,10 @@ def _make_kernel(ENSEMBLE, CHI, KIND):
             work = np.empty((3, m))
             for t in range(batch * BATCH, min(n, (batch + 1) * BATCH)):
                 trial = base + np.uint64(t)
+                comp = -1
+                negative = False
+                if TILT:
+                    comp, negative = _choose(k0, k1, trial, m, tp[0], symmetric)
                 if ENSEMBLE == ORTHOGONAL:
                     if CHI:
                         _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -413,6 +542,29 @@ def _make_kernel(ENSEMBLE, CHI, KIND):
                     _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work)
                 else:
                     _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
+                if not CHI:
+                    if TILT:
+                        if comp >= 0:
+                            _move_row(p, q, comp, negative, m, block, gamma, False, tp)
+                        weights[t] = _weight(p, q, g, m, symmetric, False, 0, tp)
+                    _scale_fixed(m, d, p)
+                elif BLOCK_IID:
+                    if TILT and comp >= 0:
+                        p[comp] = p[comp] + (-tp[1] if negative else tp[1])
+                    if KIND == OPRF:
+                        _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
+                        if TILT and comp >= 0:
+                            q[comp] = q[comp] * tp[2]
+                    if TILT:
+                        weights[t] = _weight(p, q, g, m, symmetric, True, 1 if use_w else 0, tp)
+                    if KIND == OPRF:
+                        _add_squares(m, p, q)
+                else:
+                    if TILT and comp >= 0:
+                        _move_row(p, q, comp, negative, m, block, gamma, True, tp)
+                    _scale_chi(m, p, q)
+                    if TILT:
+                        weights[t] = _weight(p, q, g, m, symmetric, True, 2 if use_w else 0, tp)
                 if KIND == POSITIVE:
                     _positive_terms(length, m, p)
                 elif KIND == HYPERBOLIC:
@@ -422,8 +574,6 @@ def _make_kernel(ENSEMBLE, CHI, KIND):
                 else:
                     if not CHI:
                         _fixed_squared_norms(m, d, q)
-                    elif ENSEMBLE == IID:
-                        _iid_chi_squared_norms(k0, k1, trial, m, d, p, g, q, ok, work)
                     _oprf_terms(length, slope, curvature, offset, m, p, q)
                 out[t] = _sum8(p, 0, m) / m
 
@@ -434,13 +584,13 @@ _KERNELS = {}
 _selected = None
 
 
-def kernel_for(ensemble, chi, kind):
-    """The CPU kernel dispatcher of one (ensemble, norms, kind) (created, not compiled, on first request).
+def kernel_for(ensemble, chi, kind, tilted=False):
+    """The CPU kernel dispatcher of one (ensemble, norms, kind, proposal) (created, not compiled, on first request).
 
     ``ensemble``: :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal).
     """
     global _selected
-    key = (int(ensemble), bool(chi), int(kind))
+    key = (int(ensemble), bool(chi), int(kind), bool(tilted))
     if key[2] not in KIND_CODES.values():
         raise ValueError(f"kind must be one of the codes {sorted(KIND_CODES.values())}; got {kind!r}")
     if key[0] not in ENSEMBLE_CODES.values():
@@ -452,7 +602,8 @@ def kernel_for(ensemble, chi, kind):
     return _selected
 
 
-def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None):
+def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None,
+                              tilt=None, weights=None):
     """Normalised estimates of trials with counters ``base .. base + len(out) - 1``.
 
     Parameters
@@ -476,9 +627,29 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
     oprf : (float, float, float), optional
         ``(slope, curvature, offset)`` of :func:`rfkernels.reduced.oprf_constants`;
         required for :data:`OPRF`, ignored otherwise.
+    tilt : rfkernels.reduced.Tilt, optional
+        Draw from this proposal; ``weights`` (float64, like ``out``) receives
+        the weights.
     """
     slope, curvature, offset = _oprf_args(kind, length, oprf)
-    kernel_for(ensemble, chi, kind)(k0, k1, base, m, d, length, slope, curvature, offset, out)
+    symmetric, tp, weights = tilt_params(tilt, weights, out)
+    kernel_for(ensemble, chi, kind, tilt is not None)(k0, k1, base, m, d, length, slope, curvature,
+                                                      offset, symmetric, tp, out, weights)
+
+
+def tilt_params(tilt, weights, out):
+    """``(symmetric, tp, weights)`` for the kernels: :class:`rfkernels.reduced.Tilt` as plain values.
+
+    ``tp`` is ``(alpha0, shift, wscale, c1, c0, e_plus, e_minus, c_minus, n1)``;
+    without a tilt, zeros and an empty ``weights`` of ``out``'s kind.
+    """
+    if tilt is None:
+        return False, (0.0,) * 9, out[:0]
+    if weights is None or weights.shape != out.shape:
+        raise ValueError("a tilted run needs weights, an array shaped like out")
+    tp = tuple(float(v) for v in (tilt.alpha0, tilt.shift, tilt.wscale, tilt.c1, tilt.c0,
+                                  tilt.e_plus, tilt.e_minus, tilt.c_minus, tilt.n1))
+    return bool(tilt.symmetric), tp, weights
 
 
 def _oprf_args(kind, length, oprf):
@@ -514,19 +685,24 @@ def compile_pending(dispatcher=None):
         return True
 
 
-def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None):
+def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, tilt=None,
+                      weights=None):
     """Fill ``out`` with the normalised estimates of trials ``base .. base + len(out) - 1``.
 
-    Runs the parallel kernel; before its first compilation in a process
-    with an empty cache, one line saying so goes to stderr, so a first run
-    is not mistaken for a hang.
+    With ``tilt`` (a :class:`rfkernels.reduced.Tilt`) the trials come from
+    that proposal and ``weights`` receives their weights. Runs the parallel
+    kernel; before its first compilation in a process with an empty cache,
+    one line saying so goes to stderr, so a first run is not mistaken for a
+    hang.
     """
     _oprf_args(kind, length, oprf)
-    kernel_for(ensemble, chi, kind)
+    tilt_params(tilt, weights, out)
+    kernel_for(ensemble, chi, kind, tilt is not None)
     if compile_pending():
         print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
               "cached for later runs) ...", file=sys.stderr, flush=True)
-    _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf)
+    _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf, tilt,
+                              weights)
 
 
 def _flush_if_dependencies_changed(dispatcher=None):
@@ -534,7 +710,7 @@ def _flush_if_dependencies_changed(dispatcher=None):
     from . import _elementary, _elementary_numba, _rng_numba, _scalar
 
     if dispatcher is None:  # the specialisations share one cache index (one closure)
-        dispatcher = kernel_for(IID, True, POSITIVE)
+        dispatcher = kernel_for(IID, True, POSITIVE, False)
 
     try:
         digest = hashlib.sha256()

@@ -125,6 +125,13 @@ def normal_pair_inline(k0, k1, trial, pair, stream):
     return _box_muller(_uniform52(w0, w1), _uniform52(w2, w3))
 
 
+@scalar(inline="always")
+def uniform_pair_inline(k0, k1, trial, slot, stream):
+    """``(u, v, bit)`` of :func:`rfkernels.rng.uniform_pair`; inlined."""
+    w0, w1, w2, w3 = _block(k0, k1, trial, slot, stream, 0)
+    return _uniform52(w0, w1), _uniform52(w2, w3), (w2 & np.uint64(1)) != np.uint64(0)
+
+
 @scalar(cache=True, error_model="numpy")
 def normal_pair_at(k0, k1, trial, pair, stream):
     """Normals of slots ``2 pair``, ``2 pair + 1``; = :func:`rfkernels.rng.normal_pair`."""

@@ -113,6 +113,8 @@ from .validation import (
 
 __all__ = [
     "DEFAULT_CHUNK",
+    "DEFENSIVE_WEIGHT",
+    "PROPOSALS",
     "MAX_PAIRS",
     "MAX_TRIALS",
     "REDUCED_ENSEMBLES",
@@ -120,10 +122,12 @@ __all__ = [
     "STREAM_DIRECTION",
     "STREAM_LENGTH",
     "STREAM_OPRF_TAIL",
+    "STREAM_PROPOSAL",
     "STREAM_SIMPLEX",
     "STREAM_SIMPLEX_LENGTH",
     "STREAM_TAIL",
     "Normalisation",
+    "Tilt",
     "check_reduced",
     "default_chunk",
     "engine_bytes",
@@ -136,6 +140,8 @@ __all__ = [
     "oprf_constants",
     "scalar_projections",
     "squared_norms",
+    "tilt_for",
+    "tilt_weights",
     "trial_counters",
 ]
 
@@ -156,6 +162,12 @@ STREAM_OPRF_TAIL = 19
 STREAM_SIMPLEX = 20
 #: Stream of the squared chi(d) norms of simplex projections.
 STREAM_SIMPLEX_LENGTH = 21
+#: Stream of the proposal's mixture component (one Philox block per trial, slot 0).
+STREAM_PROPOSAL = 22
+#: Monte Carlo proposals: the plain law, the tilted defensive mixture, or chosen by a pilot run.
+PROPOSALS = ("plain", "tilted", "auto")
+#: Weight of the plain law in the defensive mixture (MATH.md): weights never exceed its inverse, 5.
+DEFENSIVE_WEIGHT = 0.2
 #: Bits of the trial counter that index trials; the pair index sits above.
 PAIR_SHIFT = 40
 #: Trials per pair addressable by the counter layout.
@@ -293,57 +305,87 @@ def _simplex_directions(key, counters, m, d, xp):
     return c
 
 
-def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms):
-    """(p, |w|^2): the scalar projections and, when ``squared_norms``, the rows' squared lengths.
+def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=None, tilt=None):
+    r"""(p, |w|^2, moved, W): the scalar projections, the rows' squared lengths, the proposal's variates.
 
-    ``|w|^2`` is None unless asked for; with fixed norms it is the float ``d``.
+    ``|w|^2`` is None unless ``squared_norms`` (or tilted with chi norms);
+    with fixed norms it is the float ``d``. ``draw`` is the proposal's
+    per-trial choice (:func:`_proposal_draws`; None: the plain law), applied
+    as ``tilt`` (a :class:`Tilt`) says; then ``moved`` (m, n) is what
+    :func:`tilt_weights` takes (the projections for chi norms, the direction
+    coordinates for fixed norms) and ``W`` the rows' :math:`|\omega_i|^2 - p_i^2`
+    where the tilt needs them (else None); both None without ``draw``.
     """
     n = counters.shape[0]
     slots = xp.arange(m, dtype=xp.uint64)[:, None]
     t = counters[None, :]
     sqrt_d = math.sqrt(d)
     w2 = float(d) if norms == "fixed" else None
+    needs_w = draw is not None and tilt.c1 != 0.0
 
     if ensemble == "iid":
         g = _normals(key, counters, m, xp)
         if norms == "chi":
-            if squared_norms:
+            W = None
+            if draw is not None:  # iid rows are their own blocks: p_i = g_i, W_i its tail
+                cols, rows = _in_block(draw, 0, m, xp)
+                g[rows, cols] += xp.where(draw.negative[cols], -tilt.shift, tilt.shift)
+            if squared_norms or needs_w:
                 if d == 1:
                     tail = xp.zeros((m, n))
                 else:
                     tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_OPRF_TAIL, xp=xp)
+                if draw is not None:
+                    tail[rows, cols] *= tilt.wscale
+                    W = tail if needs_w else None
                 w2 = g * g + tail
-            return g, w2
+            return g, w2, (g if draw is not None else None), W
         if d == 1:
             tail = xp.zeros((m, n))
         else:
             tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_TAIL, xp=xp)
-        return sqrt_d * (g / xp.sqrt(g * g + tail)), w2
+        c = g / xp.sqrt(g * g + tail)
+        if draw is not None:
+            for i in range(m):  # blocks of one row
+                _move_block(c, None, draw, tilt, i, 1, 0.0, xp)
+        return sqrt_d * c, w2, (c if draw is not None else None), None
 
     if ensemble == "simplex":
-        c = _simplex_directions(key, counters, m, d, xp)
+        gamma = -1.0 / (d - 1.0)
         if norms == "fixed":
-            return sqrt_d * c, w2
+            c = _simplex_directions(key, counters, m, d, xp)
+            if draw is not None:
+                for i0 in range(0, m, d):
+                    _move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
+            return sqrt_d * c, w2, (c if draw is not None else None), None
         q = rng.chi_square(key, t, slots, float(d), stream=STREAM_SIMPLEX_LENGTH, xp=xp)
-        return xp.sqrt(q) * c, q
-
-    if norms == "chi":
-        q, g = rng.chi_square_with_normal(key, t, slots, float(d), stream=STREAM_LENGTH, xp=xp)
-        length = xp.sqrt(q)
-        w2 = q
+        c = _simplex_directions(key, counters, m, d, xp)
     else:
-        g = _normals(key, counters, m, xp)
-        length = sqrt_d
-    p = xp.empty((m, n), dtype=xp.float64)
-    for j, i0 in enumerate(range(0, m, d)):
-        b = min(d, m - i0)
-        gb = g[i0 : i0 + b]
-        total = fixed_order_sum(gb * gb, xp)
-        if b < d:
-            total = total + rng.chi_square(key, counters, j, float(d - b), stream=STREAM_TAIL, xp=xp)
-        lb = length if norms == "fixed" else length[i0 : i0 + b]
-        p[i0 : i0 + b] = lb * (gb / xp.sqrt(total))
-    return p, w2
+        gamma = 0.0
+        if norms == "chi":
+            q, g = rng.chi_square_with_normal(key, t, slots, float(d), stream=STREAM_LENGTH, xp=xp)
+        else:
+            g = _normals(key, counters, m, xp)
+        c = xp.empty((m, n), dtype=xp.float64)
+        for j, i0 in enumerate(range(0, m, d)):
+            b = min(d, m - i0)
+            gb = g[i0 : i0 + b]
+            total = fixed_order_sum(gb * gb, xp)
+            if b < d:
+                total = total + rng.chi_square(key, counters, j, float(d - b), stream=STREAM_TAIL, xp=xp)
+            c[i0 : i0 + b] = gb / xp.sqrt(total)
+        if norms == "fixed":
+            if draw is not None:
+                for i0 in range(0, m, d):
+                    _move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
+            return sqrt_d * c, w2, (c if draw is not None else None), None
+    if draw is not None:
+        for i0 in range(0, m, d):
+            _move_block(c, q, draw, tilt, i0, min(d, m - i0), gamma, xp)
+    p = xp.sqrt(q) * c
+    if draw is None:
+        return p, q, None, None
+    return p, q, p, (q - p * p if needs_w else None)
 
 
 def _check_counters(key, counters, m, d, ensemble, norms, xp):
@@ -417,8 +459,251 @@ def oprf_constants(A, length, d):
     return math.sqrt(1.0 - 4.0 * A) * a, 2.0 * A, 0.5 * d * math.log1p(-4.0 * A)
 
 
+# ---------------------------------------------------------------------------
+# The tilted proposal: a defensive mixture, weighted by its exact likelihood ratio
+# ---------------------------------------------------------------------------
+
+
+class Tilt(NamedTuple):
+    r"""The tilted proposal of one pair (:func:`tilt_for`; MATH.md, "Importance sampling for the heavy tail").
+
+    Each trial's variates come from the plain law with probability
+    ``alpha0``; otherwise one projection i, chosen uniformly, is moved toward
+    the region its term's squared error comes from (in the direction
+    ``-`` with probability 1/2 where ``symmetric``, else ``+``). Every
+    move changes one coordinate of a system in which the plain law is a
+    product of independent laws, and keeps the others:
+
+    - chi norms (``on_projections``): :math:`\omega_i` is a standard Gaussian
+      vector, so its projection :math:`p_i \sim N(0, 1)` is independent of
+      :math:`W_i = |\omega_i|^2 - p_i^2 \sim \chi^2_{d-1}`, of the squared
+      norm Z of the Gaussian vector whose direction gives the block's
+      directions (G of the orthogonal sampler, h of the simplex one) and of
+      the direction of that vector's part orthogonal to row i's own
+      coordinate. The move is :math:`p_i \to p_i \pm \mu`,
+      :math:`W_i \to \tau W_i`: row i's squared length becomes
+      :math:`R_i'^2 = p_i'^2 + W_i'` and its direction coordinate
+      :math:`c_i' = p_i'/R_i'`; the block's other rows keep Z and that
+      direction, :math:`c_k' = \rho (c_k - \gamma c_i) + \gamma c_i'`,
+      :math:`\rho = \sqrt{(1 - c_i'^2)/(1 - c_i^2)}`, :math:`\gamma` the
+      cosine between two rows' directions (0 orthogonal, :math:`-1/(d-1)`
+      simplex). Density ratio of component i:
+      :math:`r_i = e^{\pm\mu p_i - \mu^2/2}\, \tau^{-(d-1)/2} e^{(1 - 1/\tau) W_i/2}`
+      at the drawn point, computed as ``exp(+-shift * p_i + (c1 * W_i + c0))``.
+      :math:`\tau = 1` (no W term) except for oprf features.
+    - fixed norms: the direction coordinate :math:`c_i`, whose plain law has
+      density :math:`\propto (1 - c^2)^{(d-3)/2}`, moved in
+      :math:`\psi = \operatorname{atanh} c` by :math:`\pm\delta`
+      (``shift``): :math:`c_i' = \tanh(\operatorname{atanh} c_i \pm \delta)`,
+      the other rows of the block as above. Density ratio (with the
+      Jacobian): :math:`r_i = \big(2e^{\mp\delta} / ((1 - c_i) + e^{\mp 2\delta}(1 + c_i))\big)^{d-1}`,
+      computed as ``exp(c0 - n1 * log((1 - c_i) + e_minus * (1 + c_i)))`` for
+      ``+`` (``c_minus`` and ``e_plus`` for ``-``).
+
+    Each trial's weight is the exact likelihood ratio plain / mixture,
+
+    .. math::
+
+        w = \Big(\alpha_0 + \frac{1 - \alpha_0}{m} \sum_{i=1}^m \bar r_i\Big)^{-1} \le \frac{1}{\alpha_0},
+
+    :math:`\bar r_i` the ratio of the move ``+`` (symmetric: the mean of
+    ``+`` and ``-``), so :math:`E_Q[w f] = E_P[f]` for every f: the weighted
+    mean squared error and mean are unbiased.
+
+    Attributes
+    ----------
+    alpha0 : float
+        Probability of the plain law (:data:`DEFENSIVE_WEIGHT`).
+    shift : float
+        :math:`\mu` (chi norms) or :math:`\delta` (fixed norms).
+    symmetric : bool
+        Move either way with equal probability (hyperbolic features, whose
+        terms are large on both sides).
+    on_projections : bool
+        True for chi norms, False for fixed norms (see above).
+    wscale, c1, c0 : float
+        :math:`\tau`, :math:`(1 - 1/\tau)/2` and
+        :math:`-\mu^2/2 - \tfrac{d-1}{2}\log\tau` (chi norms); fixed norms:
+        ``c0`` is :math:`(d - 1)(\log 2 - \delta)`, ``wscale`` 1 and ``c1`` 0.
+    e_plus, e_minus, c_minus, n1 : float
+        Fixed norms: :math:`e^{2\delta}`, :math:`e^{-2\delta}`,
+        :math:`(d - 1)(\log 2 + \delta)` and d - 1 (0 for chi norms).
+    """
+
+    alpha0: float
+    shift: float
+    symmetric: bool
+    on_projections: bool
+    wscale: float
+    c1: float
+    c0: float
+    e_plus: float
+    e_minus: float
+    c_minus: float
+    n1: float
+
+
+def tilt_for(kind, ensemble, norms, length, d, *, A=None, alpha0=DEFENSIVE_WEIGHT):
+    r"""The :class:`Tilt` of a pair, chosen from its geometry.
+
+    A term :math:`f = e^{B a p + 2A|\omega|^2 + \dots}` (positive and
+    hyperbolic: A = 0, B = 1; oprf: :math:`B = \sqrt{1 - 4A}`;
+    :math:`a = |x + y|`) has its squared error from the law tilted by
+    :math:`f^2`. The move of :class:`Tilt` aims at it:
+
+    - chi norms: under the tilt, :math:`\omega \sim N(\lambda e, \sigma^2 I)`
+      with :math:`\sigma^2 = 1/(1 - 8A)`, :math:`\lambda = 2Ba\sigma^2`, i.e.
+      :math:`p \sim N(\lambda, \sigma^2)` and :math:`W \sim \sigma^2\chi^2_{d-1}`:
+      so :math:`\mu = \lambda` (:math:`2a` for positive and hyperbolic
+      features, as in MATH.md: then the moved projection is drawn from
+      :math:`N(2a, 1)`, exactly the tilted law of a positive term) and
+      :math:`\tau = \sigma^2` (1 unless oprf). With A < 0 (the optimal
+      :math:`A^*` always is) the proposal is wider than the tilted law in
+      p, which keeps the weights bounded there.
+    - fixed norms: :math:`p = \sqrt d\, c`, and the tilted density of
+      :math:`\psi = \operatorname{atanh} c`,
+      :math:`\propto \cosh^{-(d-1)}\psi\; e^{\kappa \tanh\psi}`,
+      :math:`\kappa = 2Ba\sqrt d`, peaks where
+      :math:`(d - 1) c = \kappa (1 - c^2)`; :math:`\delta = \operatorname{atanh} c^*`
+      moves the plain law's peak (at 0) there, and the proposal's log ratio
+      then has the tilt's slope at the peak. d = 1 leaves no direction
+      to move (:math:`\delta = 0`).
+
+    Any move keeps the weighted estimates unbiased (the weights are exact);
+    the choice only decides how efficient they are.
+
+    Parameters
+    ----------
+    kind : {'positive', 'hyperbolic', 'oprf'}
+        'trig' is refused: its estimates are bounded.
+    ensemble : {'iid', 'orthogonal', 'simplex'}
+    norms : {'chi', 'fixed'}
+    length : float
+        ``a = |x + y|``.
+    d : int
+    A : float, optional
+        The OPRF parameter (< 1/8); required for kind 'oprf'.
+    alpha0 : float, default :data:`DEFENSIVE_WEIGHT`
+        Probability of the plain law, in (0, 1).
+    """
+    check_reduced(kind, ensemble)
+    check_norms(norms)
+    if kind == "trig":
+        raise ValueError("proposal='tilted' is for positive, hyperbolic and oprf features: trig "
+                         "estimates are bounded (|cos| <= 1), their squared errors have every "
+                         "moment, and there is no heavy tail to tilt toward; use proposal='plain'")
+    a = _real_scalar(length, "length")
+    d = check_int(d, "d")
+    arr = check_finite(alpha0, "alpha0")
+    if arr.ndim != 0 or not 0.0 < float(arr) < 1.0:
+        raise ValueError(f"alpha0 must be one number in (0, 1); got {alpha0!r}")
+    alpha0 = float(arr)
+    _check_a_for(kind, A, a, d)
+    A = float(A) if kind == "oprf" else 0.0
+    ba = math.sqrt(1.0 - 4.0 * A) * a
+    symmetric = kind == "hyperbolic"
+    n1 = float(d - 1)
+    if norms == "chi":
+        sigma2 = 1.0 / (1.0 - 8.0 * A)
+        mu = 2.0 * ba * sigma2
+        tau = sigma2
+        c1, c0 = 0.5 * (1.0 - 1.0 / tau), -0.5 * mu * mu - 0.5 * n1 * math.log(tau)
+        return Tilt(alpha0, mu, symmetric, True, tau, c1, c0, 0.0, 0.0, 0.0, 0.0)
+    kappa = 2.0 * ba * math.sqrt(d)
+    if d == 1 or kappa == 0.0:
+        delta = 0.0
+    else:
+        c_star = 2.0 * kappa / (n1 + math.sqrt(n1 * n1 + 4.0 * kappa * kappa))  # root in (0, 1)
+        delta = math.atanh(c_star)
+    log2 = math.log(2.0)
+    return Tilt(alpha0, delta, symmetric, False, 1.0, 0.0, n1 * (log2 - delta),
+                math.exp(2.0 * delta), math.exp(-2.0 * delta), n1 * (log2 + delta), n1)
+
+
+class _Draws(NamedTuple):
+    """The proposal's choice per trial: component (-1: the plain law) and direction (True: ``-``)."""
+
+    component: object
+    negative: object
+
+
+def _proposal_draws(key, counters, m, tilt, xp):
+    """Each trial's mixture component from :data:`STREAM_PROPOSAL` (slot 0): see :func:`rfkernels.rng.uniform_pair`.
+
+    ``u < alpha0``: the plain law (component -1); otherwise projection
+    ``min(floor(v m), m - 1)``, moved in the direction ``-`` if ``symmetric``
+    and the bit is set, else ``+``. (``floor(v m)`` is uniform over the m
+    projections up to the 2**-52 grid of v: a relative error below m 2**-52.)
+    """
+    u, v, bit = rng.uniform_pair(key, counters, 0, STREAM_PROPOSAL, xp=xp)
+    comp = xp.minimum((v * m).astype(xp.int64), m - 1)
+    comp = xp.where(u < tilt.alpha0, -1, comp)
+    negative = bit if tilt.symmetric else xp.zeros(counters.shape[0], dtype=bool)
+    return _Draws(comp, negative)
+
+
+def _in_block(draws, i0, b, xp):
+    """The trials whose component is in rows ``[i0, i0 + b)``, and those rows."""
+    comp = draws.component
+    cols = xp.nonzero((comp >= i0) & (comp < i0 + b))[0]
+    return cols, comp[cols]
+
+
+def _move_block(c, q, draws, tilt, i0, b, gamma, xp):
+    """Move the chosen row of block ``[i0, i0 + b)`` (see :class:`Tilt`), in place.
+
+    ``c`` (m, n) holds the direction coordinates; ``q`` (m, n) the squared
+    lengths (chi norms; None for fixed norms). Same operations, in the same
+    order, as the Numba kernels' ``_move_row``.
+    """
+    cols, rows = _in_block(draws, i0, b, xp)
+    neg = draws.negative[cols]
+    cj = c[rows, cols]
+    one = 1.0 - cj * cj
+    if tilt.on_projections:
+        pj = xp.sqrt(q[rows, cols]) * cj
+        w = (q[rows, cols] * one) * tilt.wscale
+        pn = pj + xp.where(neg, -tilt.shift, tilt.shift)
+        r2 = pn * pn + w
+        cn = pn / xp.sqrt(r2)
+        q[rows, cols] = r2
+    else:
+        k = xp.where(neg, tilt.e_minus, tilt.e_plus)
+        up, down = (1.0 + cj) * k, 1.0 - cj
+        cn = (up - down) / (up + down)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = xp.where(one > 0.0, xp.sqrt((1.0 - cn * cn) / one), 0.0)
+    c[i0 : i0 + b, cols] = rho * (c[i0 : i0 + b][:, cols] - gamma * cj) + gamma * cn
+    c[rows, cols] = cn
+
+
+def tilt_weights(variates, tilt, W=None, xp=np):
+    """The likelihood-ratio weights of :class:`Tilt`, one per trial.
+
+    ``variates`` (m, n): the projections (chi norms) or the direction
+    coordinates (fixed norms) as drawn; ``W`` (m, n): the rows'
+    :math:`|\\omega_i|^2 - p_i^2` as drawn, needed where ``tilt.c1 != 0``
+    (oprf, chi norms). The sum over projections is :func:`fixed_order_sum`
+    (the Numba kernels' bits).
+    """
+    m = variates.shape[0]
+    if tilt.on_projections:
+        base = tilt.c0 if tilt.c1 == 0.0 else tilt.c1 * W + tilt.c0
+        sg = tilt.shift * variates
+        r = elem.exp(sg + base, xp)
+        if tilt.symmetric:
+            r = 0.5 * (r + elem.exp(base - sg, xp))
+    else:
+        down, up = 1.0 - variates, 1.0 + variates
+        r = elem.exp(tilt.c0 - tilt.n1 * elem.log(down + tilt.e_minus * up, xp), xp)
+        if tilt.symmetric:
+            r = 0.5 * (r + elem.exp(tilt.c_minus - tilt.n1 * elem.log(down + tilt.e_plus * up, xp),
+                                    xp))
+    return 1.0 / (tilt.alpha0 + (1.0 - tilt.alpha0) * (fixed_order_sum(r, xp) / m))
+
+
 def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", norms="chi", xp=None,
-                         A=None):
+                         A=None, tilt=None):
     r"""Normalised estimates ``estimate / C`` of a pair, one per trial counter.
 
     Parameters
@@ -430,6 +715,9 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
         ``a = Normalisation.length``: ``|x + y|`` or, for trig, ``|x - y|``.
     A : float, optional
         The OPRF parameter (< 1/8); required for ``kind='oprf'``, refused otherwise.
+    tilt : Tilt, optional
+        Draw from the tilted proposal (:func:`tilt_for`) instead of the plain
+        law; the weights are returned too.
 
     Returns
     -------
@@ -446,12 +734,28 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
         The exponentials are :func:`rfkernels._elementary.exp` (the same bits
         as the Numba kernels); a term overflows only if its exponent exceeds 709,
         which the caller must check for (the result is then inf).
+    w : ndarray of shape (n,)
+        Only with ``tilt``: each trial's likelihood-ratio weight
+        (:func:`tilt_weights`).
     """
     check_kind(kind)
     consts = _check_a_for(kind, A, length, d)
     key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
     a = _real_scalar(length, "length")
-    p, w2 = _projections(key, counters, m, d, ensemble, norms, xp, kind == "oprf")
+    draws = None
+    if tilt is not None:
+        if not isinstance(tilt, Tilt):
+            raise TypeError(f"tilt must be a rfkernels.reduced.Tilt (tilt_for); got {tilt!r}")
+        draws = _proposal_draws(key, counters, m, tilt, xp)
+    p, w2, moved, W = _projections(key, counters, m, d, ensemble, norms, xp, kind == "oprf", draws,
+                                   tilt)
+    w = None if tilt is None else tilt_weights(moved, tilt, W, xp)
+    e = _estimates(p, w2, kind, a, m, consts, xp)
+    return e if tilt is None else (e, w)
+
+
+def _estimates(p, w2, kind, a, m, consts, xp):
+    """The normalised estimates from the projections (see :func:`normalised_estimates`)."""
     half = 0.5 * a * a
     if kind == "oprf":
         slope, curvature, offset = consts
@@ -576,7 +880,7 @@ def check_reduced(kind, ensemble):
 
 
 def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", trials, first=0,
-                    pair=0, chunk=None, backend="numpy", A=None):
+                    pair=0, chunk=None, backend="numpy", A=None, tilt=None):
     """Normalised estimates of one pair, chunk by chunk: the Monte Carlo engine.
 
     Yields ``(n, e, xp)``: ``e`` holds the normalised estimates of trials
@@ -584,6 +888,10 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
     :func:`trial_counters`), an array of ``xp`` (see :func:`engine_namespace`).
     The array may be reused by the next chunk: consume or copy it first.
     ``A`` is the OPRF parameter, required for ``kind='oprf'`` (refused otherwise).
+    With a :class:`Tilt` (``tilt``, from :func:`tilt_for`) the trials are
+    drawn from the tilted proposal and ``(n, e, w, xp)`` is yielded, ``w``
+    the trials' likelihood-ratio weights (reused like ``e``); trig estimates
+    are bounded and are not tilted.
 
     ``backend`` chooses where they are computed, with the same bits
     (positive, hyperbolic and oprf; trig up to each target's ``cos``):
@@ -607,6 +915,11 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
         raise ValueError(f"pair must be below 2**{64 - PAIR_SHIFT}; got {pair}")
     a = _real_scalar(length, "length")
     consts = _check_a_for(kind, A, a, d)
+    if tilt is not None:
+        if not isinstance(tilt, Tilt):
+            raise TypeError(f"tilt must be a rfkernels.reduced.Tilt (tilt_for); got {tilt!r}")
+        if kind == "trig":
+            raise ValueError("tilt: trig estimates are bounded and are not tilted; pass tilt=None")
     if chunk is None:
         # simplex draws d normals per block: the vectorised path holds d x chunk arrays too
         chunk = default_chunk(backend, max(m, d) if ensemble == "simplex" else m)
@@ -624,13 +937,15 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
         k0, k1 = np.uint32(k[0]), np.uint32(k[1])
         oprf = consts if consts is not None else (a, 0.0, 0.0)
         buf = xp.empty(min(chunk, trials))
+        wbuf = xp.empty(min(chunk, trials)) if tilt is not None else None
         for start in range(first, stop, chunk):
             n = min(chunk, stop - start)
             out = buf[:n]
+            weights = wbuf[:n] if tilt is not None else None
             kernel(k0, k1, np.uint64((pair << PAIR_SHIFT) | start), np.int64(m), np.int64(d),
                    ENSEMBLE_CODES[ensemble], norms == "chi", np.int64(KIND_CODES[kind]), a, out,
-                   oprf=oprf)
-            yield n, out, xp
+                   oprf=oprf, tilt=tilt, weights=weights)
+            yield (n, out, xp) if tilt is None else (n, out, weights, xp)
         return
     key = xp.asarray(key)
     for start in range(first, stop, chunk):
@@ -638,5 +953,5 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
         counters = trial_counters(start, n, pair, xp=xp)
         with np.errstate(over="ignore", under="ignore"):
             e = normalised_estimates(key, counters, m, d, kind, a, ensemble=ensemble, norms=norms,
-                                     xp=xp, A=A)
-        yield n, e, xp
+                                     xp=xp, A=A, tilt=tilt)
+        yield (n, e, xp) if tilt is None else (n, *e, xp)

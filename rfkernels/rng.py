@@ -62,6 +62,7 @@ __all__ = [
     "normal",
     "normal_pair",
     "philox4x32_10",
+    "uniform_pair",
 ]
 
 # Philox4x32 constants (Salmon et al. 2011, and Random123's philox.h).
@@ -406,6 +407,28 @@ def normal_pair(key, trial, pair, stream=STREAM_NORMAL, xp=None):
     n = args[-1].shape[0]
     z0, z1 = _map_chunks(lambda *a: _normal_pair_1d(*a, stream, xp), args, n, xp)
     return z0.reshape(shape), z1.reshape(shape)
+
+
+def uniform_pair(key, trial, slot, stream, xp=None):
+    """Two uniforms in (0, 1) and a fair bit from the Philox block of ``(key, trial, slot, stream)``.
+
+    Returns ``(u, v, bit)``: ``u`` from words 0 and 1 and ``v`` from words 2
+    and 3 (``(j + 1/2) 2**-52``, ``j`` the top 52 bits of the 64-bit pair), and
+    ``bit`` the lowest bit of word 2 as a bool array, which ``v`` does not use,
+    so the three are independent. The Monte Carlo proposal draws its mixture
+    component from them (:mod:`rfkernels.reduced`).
+    """
+    if xp is None:
+        xp = get_array_module(key, trial, slot)
+    stream, shape, args = _prepare(key, trial, slot, stream, xp)
+    n = args[-1].shape[0]
+    u, v, bit = _map_chunks(lambda *a: _uniform_pair_1d(*a, stream, xp), args, n, xp)
+    return u.reshape(shape), v.reshape(shape), bit.reshape(shape)
+
+
+def _uniform_pair_1d(k0, k1, t, s, stream, xp):
+    w0, w1, w2, w3 = _block(k0, k1, t, s, stream, 0, xp)
+    return _uniform52(w0, w1, xp), _uniform52(w2, w3, xp), (w2 & np.uint64(1)) != 0
 
 
 def _normal_pair_1d(k0, k1, t, j, stream, xp):
