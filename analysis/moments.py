@@ -54,45 +54,70 @@ MOMENT_BLOCK = 4096
 
 
 class Accumulator:
-    """Running statistics of one pair's normalised errors ``e - target``."""
+    """Running statistics of one pair's normalised errors ``e - target``.
 
-    def __init__(self, trials, target):
+    With ``weighted``, each chunk comes with its trials' likelihood-ratio
+    weights w (an importance-sampling proposal, :class:`rfkernels.reduced.Tilt`)
+    and the statistics are those of the weighted terms: ``err`` of
+    ``w (e - target)``, ``sq`` of ``w (e - target)**2`` (their means are
+    unbiased for the bias and the MSE), the tail of ``w (e - target)**2``,
+    and ``weight`` of w itself (its mean is 1 in expectation; with its
+    second moment it gives the effective sample size).
+    """
+
+    def __init__(self, trials, target, weighted=False):
         self.target = target
+        self.weighted = bool(weighted)
         self.err = Moments()
         self.sq = Moments()
+        self.weight = Moments() if weighted else None
         self.keep = tail_size(trials) + 1
         self.top = np.empty(0)
         self.maximum = 0.0
-        self.pending = None  # the last < MOMENT_BLOCK estimates, not merged yet
+        self.pending = None  # the last < MOMENT_BLOCK errors (and weights), not merged yet
+        self.pending_w = None
         self.pending_xp = np
 
-    def add(self, estimates, xp):
-        """Take one chunk of normalised estimates (an array of ``xp``)."""
+    def add(self, estimates, xp, weights=None):
+        """Take one chunk of normalised estimates (an array of ``xp``) and, if weighted, their weights."""
+        if (weights is not None) != self.weighted:
+            raise ValueError("weights must be given exactly when the accumulator is weighted")
         if not bool(xp.all(xp.isfinite(estimates))):
             raise FloatingPointError(
                 "a Monte Carlo estimate overflowed (inf or NaN) even after normalisation; "
                 "|x + y| (or |x - y| for trig) is too large for this estimator"
             )
         err = estimates - self.target
-        self._track_tail(err * err, xp)
+        if weights is None:
+            self._track_tail(err * err, xp)
+        else:
+            self._track_tail(weights * (err * err), xp)
         if self.pending is not None and self.pending.shape[0]:
             err = xp.concatenate([self.pending, err])
+            if weights is not None:
+                weights = xp.concatenate([self.pending_w, weights])
         n = int(err.shape[0])
         full = n - n % MOMENT_BLOCK
         if full:
-            self._merge_blocks(err[:full].reshape(-1, MOMENT_BLOCK), xp)
+            self._merge_blocks(err[:full].reshape(-1, MOMENT_BLOCK), xp,
+                               None if weights is None else weights[:full].reshape(-1, MOMENT_BLOCK))
         self.pending, self.pending_xp = err[full:].copy(), xp  # a copy: callers reuse buffers
+        self.pending_w = None if weights is None else weights[full:].copy()
 
     def finish(self):
         """Merge the last, partial block; call once after the last :meth:`add`."""
         if self.pending is not None and self.pending.shape[0]:
-            self._merge_blocks(self.pending.reshape(1, -1), self.pending_xp)
-        self.pending = None
+            self._merge_blocks(self.pending.reshape(1, -1), self.pending_xp,
+                               None if self.pending_w is None else self.pending_w.reshape(1, -1))
+        self.pending = self.pending_w = None
 
-    def _merge_blocks(self, err, xp):
+    def _merge_blocks(self, err, xp, weights=None):
         """Merge the rows of ``err`` (blocks of consecutive trials) in order."""
         sq = err * err
-        for mom, v in ((self.err, err), (self.sq, sq)):
+        pairs = [(self.err, err), (self.sq, sq)]
+        if weights is not None:
+            pairs = [(self.err, weights * err), (self.sq, weights * sq), (self.weight, weights)]
+        for mom, v in pairs:
             means = xp.mean(v, axis=1)
             dev = v - means[:, None]
             m2 = to_numpy(xp.sum(dev * dev, axis=1))

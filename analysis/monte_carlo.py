@@ -47,6 +47,20 @@ hyperbolic features, ``exp((|x|² + |y|²)/2)`` for trig features,
 itself is huge or tiny; the reported values are multiplied back in log
 space and a result beyond float64 raises :class:`FloatingPointError`.
 
+Proposals
+---------
+``proposal="plain"`` draws every trial from the estimator's own law.
+``"tilted"`` draws them from a defensive mixture that moves one projection
+toward where the squared error comes from and weights each trial by the
+exact likelihood ratio (:class:`rfkernels.reduced.Tilt`), so that the
+weighted mean squared error and mean stay unbiased while the heavy tail of
+positive, hyperbolic and oprf estimates is sampled (docs/importance.rst).
+``"auto"`` (default) tilts a pair when the plain run would not reach the
+region its MSE comes from (``tail.reach`` below :data:`REACH_MIN`) or when a
+pilot of :data:`PILOT_TRIALS` plain trials, on counters the run does not
+use, has a Pareto k-hat of at least :data:`TAIL_K_MAX`; trig features,
+which are bounded, and the literal method are always plain.
+
 Tail diagnostic
 ---------------
 Beside every error bar: a generalized Pareto fit to the largest squared
@@ -98,8 +112,15 @@ from .tail import (
     tail_size,
 )
 
+#: Monte Carlo proposals (see the module notes).
+PROPOSALS = reduced.PROPOSALS
+#: Plain trials of the pilot run with which ``proposal="auto"`` decides.
+PILOT_TRIALS = 1 << 14
+
 __all__ = [
     "METHODS",
+    "PILOT_TRIALS",
+    "PROPOSALS",
     "MIN_TAIL",
     "MOMENT_BLOCK",
     "REACH_MIN",
@@ -150,7 +171,10 @@ class _Setup:
     exact: list  # exact MSE per pair or None
     sm: list
     a: list  # OPRF parameter per pair (None for the other kinds)
-
+    proposal: str = "plain"  # as requested: plain, tilted or auto
+    tilts: list = None  # per pair: the Tilt drawn from, or None (plain); set by _choose_proposals
+    notes: list = None  # per pair: why that proposal
+    pilot_k: list = None  # per pair: the pilot's k-hat, or None (no pilot)
 
 
 def _recorded_entropy(entropy):
@@ -191,8 +215,23 @@ def _check_a(A, kind):
     return float(arr)
 
 
+def _check_proposal(proposal, kind, method):
+    """``proposal`` validated; ``'tilted'`` refused, naming why, where there is nothing to tilt."""
+    check_choice(proposal, "proposal", PROPOSALS)
+    if proposal == "tilted":
+        if kind == "trig":
+            raise ValueError("proposal='tilted' is for positive, hyperbolic and oprf features: trig "
+                             "estimates are bounded and their squared errors have every moment; "
+                             "use proposal='plain' or 'auto'")
+        if method != "reduced":
+            raise ValueError("proposal='tilted' needs method='reduced' (the literal sampler draws "
+                             "whole projection matrices from NumPy's generator and has no proposal); "
+                             "use proposal='plain' or 'auto'")
+    return proposal
+
+
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-           names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None):
+           names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain"):
     """Every check, before any work; returns the validated :class:`_Setup`.
 
     ``geometry`` (one pair's :class:`rfkernels.theory.Geometry`) and its
@@ -217,6 +256,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     A = _check_a(A, kind)
     if method == "reduced":
         reduced.check_reduced(kind, ensemble)
+    proposal = _check_proposal(proposal, kind, method)
     if geometry is None or X is not None or method == "literal":
         Xa = check_matrix(X, names[0])
         Ya = check_matrix(Y, names[1])
@@ -282,7 +322,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         else:
             exacts.append(None)
     return _Setup(Xa, Ya, m, d, kind, ensemble, norms, trials, seq, backend, method, chunk,
-                  progress, norm, exacts, sm, a_pairs)
+                  progress, norm, exacts, sm, a_pairs, proposal)
 
 
 # ---------------------------------------------------------------------------
@@ -291,15 +331,64 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 
 
 def _reduced_chunks(s, first=0):
-    """Normalised estimates of every pair, chunk by chunk (pairs one after another)."""
+    """Normalised estimates (and weights, None if plain) of every pair, chunk by chunk."""
     key = key_from_seed(s.seq)
+    tilts = s.tilts or [None] * len(s.norm)
     for pair, nm in enumerate(s.norm):
-        for n, e, xp in reduced.estimate_chunks(
+        for c in reduced.estimate_chunks(
             key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms,
             trials=s.trials, first=first, pair=pair, chunk=s.chunk, backend=s.backend,
+            A=s.a[pair], tilt=tilts[pair],
+        ):
+            if tilts[pair] is None:
+                n, e, xp = c
+                yield pair, n, e, None, xp
+            else:
+                yield pair, *c
+
+
+def _choose_proposals(s):
+    """Set each pair's proposal (``s.tilts``, ``s.notes``, ``s.pilot_k``) as ``s.proposal`` asks."""
+    pairs = len(s.norm)
+    s.tilts, s.notes, s.pilot_k = [None] * pairs, [""] * pairs, [None] * pairs
+    if s.proposal == "plain":
+        s.notes = ["plain: as requested"] * pairs
+        return
+    if s.kind == "trig" or s.method != "reduced":
+        why = ("trig estimates are bounded: nothing to tilt" if s.kind == "trig" else
+               "the literal method has no proposal")
+        s.notes = [f"plain: {why}"] * pairs
+        return
+    key = key_from_seed(s.seq)
+    for pair, nm in enumerate(s.norm):
+        tilt = reduced.tilt_for(s.kind, s.ensemble, s.norms, nm.length, s.d, A=s.a[pair])
+        if s.proposal == "tilted":
+            s.tilts[pair], s.notes[pair] = tilt, "tilted: as requested"
+            continue
+        plain_reach = reach(s.kind, nm.length, s.trials, s.m)
+        if plain_reach < REACH_MIN:
+            s.tilts[pair] = tilt
+            s.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
+                             f"about {plain_reach:.3g} times (< {REACH_MIN:g})")
+            continue
+        n = min(PILOT_TRIALS, s.trials)
+        sq = []
+        for _, e, xp in reduced.estimate_chunks(
+            key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms, trials=n,
+            first=reduced.MAX_TRIALS - n, pair=pair, chunk=s.chunk, backend=s.backend,
             A=s.a[pair],
         ):
-            yield pair, n, e, xp
+            err = to_numpy(e) - nm.target
+            sq.append(err * err)
+        sq = np.concatenate(sq)
+        k = pareto_k_hat(sq) if np.all(np.isfinite(sq)) and tail_size(n) >= MIN_TAIL else math.nan
+        s.pilot_k[pair] = None if math.isnan(k) else float(k)
+        if not np.all(np.isfinite(sq)) or k >= TAIL_K_MAX:
+            s.tilts[pair] = tilt
+            s.notes[pair] = f"tilted: pilot k_hat = {k:.2f} >= {TAIL_K_MAX} ({n} plain trials)"
+        else:
+            shown = "undefined" if math.isnan(k) else f"{k:.2f} < {TAIL_K_MAX}"
+            s.notes[pair] = f"plain: pilot k_hat {shown} ({n} plain trials)"
 
 
 def _literal_chunks(s, first=0):
@@ -359,18 +448,19 @@ def _literal_chunks(s, first=0):
                 est = sign * xp.exp(logabs - xp.asarray(log_scale))
             block[:, j] = est
         for pair in range(X.shape[0]):
-            yield pair, n, block[pair], xp
+            yield pair, n, block[pair], None, xp
 
 
 def _run(s):
     started = time.perf_counter()
-    accs = [Accumulator(s.trials, nm.target) for nm in s.norm]
+    _choose_proposals(s)
+    accs = [Accumulator(s.trials, nm.target, weighted=t is not None) for nm, t in zip(s.norm, s.tilts)]
     total = s.trials * len(s.norm)
     last = len(s.norm) - 1
     done = 0
     chunks = _reduced_chunks(s) if s.method == "reduced" else _literal_chunks(s)
-    for pair, n, e, xp in chunks:
-        accs[pair].add(e, xp)
+    for pair, n, e, w, xp in chunks:
+        accs[pair].add(e, xp, w)
         done += n
         # the literal method yields every pair of a chunk in turn: report once per chunk
         if s.progress is not None and (s.method == "reduced" or pair == last):
@@ -410,8 +500,15 @@ def _result(s, pair, acc, elapsed):
     # level) are rounding, not estimator error.
     constant = acc.sq.m2 <= (RESOLUTION * max(acc.sq.mean, RESOLUTION)) ** 2 * n
     below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
+    tilt = s.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
-                          reach(s.kind, nm.length, n, s.m), below_resolution=below)
+                          reach(s.kind, nm.length, n, s.m, tilt, s.d), below_resolution=below)
+    if tilt is None:
+        ess, weight_mean = float(n), 1.0
+    else:  # (sum w)^2 / sum w^2 from the weights' mean and spread
+        weight_mean = acc.weight.mean
+        second = acc.weight.m2 / n + weight_mean * weight_mean
+        ess = float(n * weight_mean * weight_mean / second) if second > 0 else 0.0
     meaningful = exact is not None and stderr > 0 and not below and not constant
     z = (mse - exact) / stderr if meaningful else None
     return MonteCarloResult(
@@ -423,7 +520,13 @@ def _result(s, pair, acc, elapsed):
         ci95=(max(0.0, mse - Z95 * stderr), mse + Z95 * stderr),
         mean_estimate=mean_est, bias=bias, bias_stderr=bias_se,
         bias_z=bias / bias_se if bias_se > 0 else None,
-        mse_exact=exact, z=z, tail=tail, tail_ok=tail.ok, elapsed_s=elapsed,
+        mse_exact=exact, z=z, tail=tail, tail_ok=tail.ok,
+        proposal="plain" if tilt is None else "tilted", proposal_note=s.notes[pair],
+        proposal_shift=None if tilt is None else tilt.shift,
+        proposal_alpha0=None if tilt is None else tilt.alpha0,
+        proposal_wscale=None if tilt is None else tilt.wscale,
+        pilot_k_hat=s.pilot_k[pair], ess=ess, weight_mean=weight_mean,
+        elapsed_s=elapsed,
     )
 
 
@@ -444,7 +547,8 @@ def _one_pair(x, y):
 
 
 def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                    backend="numpy", method="reduced", chunk=None, progress=None, A=None):
+                    backend="numpy", method="reduced", chunk=None, progress=None, A=None,
+                    proposal="auto"):
     r"""Monte Carlo MSE of an estimator of :math:`SM(x, y) = e^{x \cdot y}`, beside theory.
 
     Parameters
@@ -484,6 +588,13 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         The OPRF parameter (< 1/8; ``kind='oprf'`` only), used by the
         feature maps and the exact MSE; default: the pair's optimal ``A*``
         (:func:`rfkernels.theory.oprf_optimal_a`).
+    proposal : {'auto', 'plain', 'tilted'}, default 'auto'
+        Law the trials are drawn from (see the module notes): the plain law,
+        the tilted importance-sampling proposal with exact weights (reduced
+        method; not for trig features), or chosen per pair by a pilot run.
+        The result records the choice, its parameters and why
+        (``proposal``, ``proposal_note``, ``proposal_shift``, ...), and the
+        weights' effective sample size (``ess``).
 
     Returns
     -------
@@ -514,12 +625,15 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
 
     .. math::
 
-        \widehat{\mathrm{MSE}} = \frac1S \sum_k \epsilon_k^2, \qquad
-        \mathrm{se} = \sqrt{\frac{\widehat{\mathrm{Var}}(\epsilon^2)}{S}}, \qquad
-        z = \frac{\widehat{\mathrm{MSE}} - \mathrm{MSE}_{exact}}{\mathrm{se}}.
+        \widehat{\mathrm{MSE}} = \frac1S \sum_k w_k \epsilon_k^2, \qquad
+        \mathrm{se} = \sqrt{\frac{\widehat{\mathrm{Var}}(w \epsilon^2)}{S}}, \qquad
+        z = \frac{\widehat{\mathrm{MSE}} - \mathrm{MSE}_{exact}}{\mathrm{se}},
 
-    ``se``, the interval and ``z`` assume a finite variance of the squared
-    errors, which the tail diagnostic checks (``tail_ok``).
+    with weights :math:`w_k = 1` for the plain proposal and the likelihood
+    ratios of :class:`rfkernels.reduced.Tilt` for the tilted one (the bias
+    likewise from :math:`w_k \epsilon_k`). ``se``, the interval and ``z``
+    assume a finite variance of the (weighted) squared errors, which the tail
+    diagnostic checks (``tail_ok``).
 
     Examples
     --------
@@ -531,7 +645,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     """
     X, Y = _one_pair(x, y)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-               names=("x", "y"), A=A)
+               names=("x", "y"), A=A, proposal=proposal)
     return _run(s)[0]
 
 
@@ -541,7 +655,8 @@ COMPUTE = "compute"
 
 def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="chi", trials,
                                   seed=0, backend="numpy", method="reduced", chunk=None,
-                                  progress=None, vectors=None, mse_exact=COMPUTE, A=None):
+                                  progress=None, vectors=None, mse_exact=COMPUTE, A=None,
+                                  proposal="auto"):
     """:func:`monte_carlo_mse` of the pair whose :class:`rfkernels.theory.Geometry` is ``geometry``.
 
     The estimators depend on (x, y) only through the geometry's invariants,
@@ -575,21 +690,23 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
         if not (math.isfinite(mse_exact) and mse_exact >= 0.0):
             raise ValueError(f"mse_exact must be finite and >= 0; got {mse_exact!r}")
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-               names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE, A=A)
+               names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE, A=A,
+               proposal=proposal)
     return _run(s)[0]
 
 
 def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                          backend="numpy", method="reduced", chunk=None, progress=None, A=None):
+                          backend="numpy", method="reduced", chunk=None, progress=None, A=None,
+                          proposal="auto"):
     """:func:`monte_carlo_mse` for the pairs ``(X[k], Y[k])``, k = 0 .. n - 1.
 
     Parameters
     ----------
     X, Y : array_like of shape (n, d)
         The pairs, row by row.
-    m, kind, ensemble, norms, trials, seed, backend, method, chunk, A
+    m, kind, ensemble, norms, trials, seed, backend, method, chunk, A, proposal
         As in :func:`monte_carlo_mse` (the same for every pair; ``A=None``
-        gives each pair its own ``A*``).
+        gives each pair its own ``A*``, ``proposal='auto'`` decides per pair).
     progress : callable, optional
         ``progress(done, total)`` with ``total = n * trials``.
 
@@ -607,13 +724,14 @@ def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials,
     trial for all pairs, as in attention), so their errors are correlated
     across pairs; each pair's own statistics are unaffected.
     """
-    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress, A=A)
+    s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress, A=A,
+               proposal=proposal)
     return MonteCarloBatch(_run(s))
 
 
 def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                     backend="numpy", method="reduced", start=0, A=None):
-    """The per-trial estimates of SM that :func:`monte_carlo_mse` averages over.
+    """The per-trial estimates of SM that :func:`monte_carlo_mse` averages over (plain proposal).
 
     Parameters
     ----------
@@ -638,7 +756,7 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     if start + s.trials > reduced.MAX_TRIALS:
         raise ValueError(f"start + trials must be at most 2**{reduced.PAIR_SHIFT}")
     chunks = _reduced_chunks(s, start) if s.method == "reduced" else _literal_chunks(s, start)
-    parts = [to_numpy(e).copy() for _, _, e, _ in chunks]
+    parts = [to_numpy(e).copy() for _, _, e, _, _ in chunks]
     e = np.concatenate(parts)
     if not np.all(np.isfinite(e)):
         raise FloatingPointError("an estimate overflowed even after normalisation")

@@ -62,6 +62,22 @@ class MonteCarloResult:
         Tail of the squared errors.
     tail_ok : bool
         ``tail.ok``: whether ``stderr``, ``ci95`` and ``z`` can be trusted.
+    proposal : str
+        The law the trials came from: ``"plain"`` or ``"tilted"``
+        (:class:`rfkernels.reduced.Tilt`; ``mse``, ``bias`` and the tail are
+        then of the weighted terms).
+    proposal_note : str
+        Why that proposal (as requested, or what ``proposal="auto"`` saw).
+    proposal_shift, proposal_alpha0, proposal_wscale : float or None
+        The tilt's shift (mu for chi norms, delta for fixed norms), the plain
+        law's share of the mixture and the scale of W (oprf); None if plain.
+    pilot_k_hat : float or None
+        The k-hat of ``proposal="auto"``'s plain pilot run (None: no pilot).
+    ess : float
+        Effective sample size of the weights, ``(sum w)**2 / sum w**2``
+        (``trials`` if plain).
+    weight_mean : float
+        Mean weight (1 in expectation; exactly 1 if plain).
     elapsed_s : float
         Wall-clock seconds spent.
     """
@@ -90,6 +106,14 @@ class MonteCarloResult:
     z: float | None
     tail: TailDiagnostic
     tail_ok: bool
+    proposal: str
+    proposal_note: str
+    proposal_shift: float | None
+    proposal_alpha0: float | None
+    proposal_wscale: float | None
+    pilot_k_hat: float | None
+    ess: float
+    weight_mean: float
     elapsed_s: float
 
     @property

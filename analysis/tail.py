@@ -13,7 +13,14 @@ error needs a finite variance of the squared errors, i.e. :math:`k < 1/2`,
 so ``tail_ok`` requires :math:`\hat k <` :data:`TAIL_K_MAX` (= 0.5). With
 fewer than :data:`MIN_TAIL` tail points no fit is made and ``tail_ok`` is
 False. The largest squared error's share of their sum (``max_share``) is
-reported beside it.
+reported beside it. A top tail of nearly equal values (the largest at most
+:data:`FLAT_TAIL_RATIO` times the mean) is bounded in effect, whatever k-hat
+the fit gives to their tiny spread: a well-matched importance-sampling
+proposal produces exactly that (the weighted squared errors of a positive
+estimator are bounded by :math:`e^{|u|^2}/(1 - \alpha_0) + 1/\alpha_0` under
+the iid proposal with chi norms, and pile up near one value); it counts as tame. Under a proposal,
+the diagnostic is of the weighted squared errors, and ``reach`` counts the
+proposal's draws.
 
 A sample can only show the tail it has reached. For positive and
 hyperbolic features the variance of one term :math:`e^{a p - a^2/2}`
@@ -43,7 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MIN_TAIL", "REACH_MIN", "TAIL_K_MAX", "TailDiagnostic", "pareto_k_hat", "tail_size"]
+__all__ = ["FLAT_TAIL_RATIO", "MIN_TAIL", "REACH_MIN", "TAIL_K_MAX", "TailDiagnostic", "pareto_k_hat",
+           "tail_size"]
 
 #: ``tail_ok`` is ``k_hat < TAIL_K_MAX``: below 1/2 the squared errors have a finite variance.
 TAIL_K_MAX = 0.5
@@ -51,6 +59,9 @@ TAIL_K_MAX = 0.5
 MIN_TAIL = 5
 #: ``tail_ok`` needs at least this many projections expected beyond 2|x + y| (see ``reach``).
 REACH_MIN = 100.0
+#: A tail whose largest value is at most this many times the mean is bounded in effect:
+#: ``tail_ok`` despite a k-hat >= 1/2 (see ``tail_from_top``).
+FLAT_TAIL_RATIO = 10.0
 
 
 @dataclass(frozen=True)
@@ -122,12 +133,28 @@ def _gpd_k(exceedances):
     return (n * k_post + prior_k * 0.5) / (n + prior_k)
 
 
-def reach(kind, length, samples, m):
-    """Expected projections beyond 2a (see :class:`TailDiagnostic`); None for trig."""
+def _above(z):
+    """P(N(0, 1) > z)."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def reach(kind, length, samples, m, tilt=None, d=None):
+    """Expected projections beyond 2a (see :class:`TailDiagnostic`); None for trig.
+
+    With ``tilt`` (a :class:`rfkernels.reduced.Tilt`), under that proposal:
+    a fraction ``1 - alpha0`` of the trials moves one projection to about
+    ``shift`` (chi norms) or ``sqrt(d) tanh(shift)`` (fixed norms), which is
+    then beyond 2a with probability ``P(N(shift', 1) > 2a)`` (both tails
+    counted for hyperbolic features, whose moves go either way).
+    """
     if kind == "trig":
         return None
-    beyond = 0.5 * math.erfc(2.0 * length / math.sqrt(2.0))  # P(N(0, 1) > 2a)
-    return float(samples * m * beyond * (2.0 if kind == "hyperbolic" else 1.0))
+    a2 = 2.0 * length
+    plain = m * _above(a2) * (2.0 if kind == "hyperbolic" else 1.0)
+    if tilt is None:
+        return float(samples * plain)
+    moved = tilt.shift if tilt.on_projections else math.sqrt(d) * math.tanh(tilt.shift)
+    return float(samples * (tilt.alpha0 * plain + (1.0 - tilt.alpha0) * _above(a2 - moved)))
 
 
 def tail_from_top(top, samples, total, maximum, constant, reach, below_resolution=False):
@@ -168,6 +195,10 @@ def tail_from_top(top, samples, total, maximum, constant, reach, below_resolutio
         ok, note = False, fit_problem
     elif k < TAIL_K_MAX:
         ok, note = True, f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance"
+    elif maximum <= FLAT_TAIL_RATIO * total / samples:
+        ok, note = True, (f"the largest squared error is at most {FLAT_TAIL_RATIO:g} times their "
+                          f"mean: the tail is bounded in effect (k_hat = {k:.2f} fits the spread "
+                          "of nearly equal top values, not a heavy tail)")
     else:
         ok, note = False, f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable"
     return TailDiagnostic(k, float(share), n_tail, reach, bool(ok), note)
