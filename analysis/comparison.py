@@ -55,6 +55,8 @@ RESULT_COLUMNS = (
     "k_hat",
     "max_share",
     "tail_ok",
+    "proposal",
+    "ess",
     "note",
     "seconds",
 )
@@ -117,7 +119,7 @@ _LOG_MAX = float(np.log(np.finfo(np.float64).max))
 
 
 def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", chunk=None,
-                   theory_only=False):
+                   theory_only=False, proposal="auto"):
     """One row: the point's variables, Monte Carlo and theory side by side.
 
     Parameters
@@ -130,6 +132,12 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
         ``seed`` may be a :class:`numpy.random.SeedSequence`.
     theory_only : bool
         Skip Monte Carlo (its columns are NaN, ``trials`` is 0).
+    proposal : {'auto', 'plain', 'tilted'}, default 'auto'
+        The Monte Carlo proposal (:func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`);
+        a point where ``'tilted'`` cannot apply (trig features, the literal
+        method) is run plain. The row's ``proposal`` says which law was used
+        (empty without Monte Carlo) and ``ess`` the weights' effective
+        sample size.
 
     Returns
     -------
@@ -139,6 +147,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
         standard error can be trusted (see the tail diagnostic).
     """
     theory_only = check_bool(theory_only, "theory_only")
+    check_choice(proposal, "proposal", reduced.PROPOSALS)
     start = time.perf_counter()
     geom = point_geometry(point)
     th = theory_columns(geom, point["m"], point["kind"], point["ensemble"], point["norms"])
@@ -149,6 +158,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     notes = [str(th["note"][()])] if th["note"][()] else []
     row["trials"] = 0
     row["tail_ok"] = ""
+    row["proposal"] = ""
     if not theory_only and not np.isfinite(row["mse_exact"]) and th["note"][()]:
         notes.append("Monte Carlo not run: the exact MSE is out of range (see above)")
     elif not theory_only:
@@ -160,7 +170,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
             res = monte_carlo_mse_from_geometry(
                 geom, point["m"], point["kind"], ensemble=point["ensemble"], norms=point["norms"],
                 trials=trials, seed=seed, backend=backend, method=method, chunk=chunk,
-                vectors=vectors, mse_exact=exact,
+                vectors=vectors, mse_exact=exact, proposal=_applicable(proposal, point, method),
             )
         except FloatingPointError as exc:  # this point's MSE is beyond float64: say so, go on
             notes.append(f"Monte Carlo not run: {exc}")
@@ -169,6 +179,13 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     row["note"] = "; ".join(notes)
     row["seconds"] = time.perf_counter() - start
     return row
+
+
+def _applicable(proposal, point, method):
+    """``proposal``, with ``'tilted'`` as ``'plain'`` where nothing can be tilted (trig, literal)."""
+    if proposal == "tilted" and (point["kind"] == "trig" or method != "reduced"):
+        return "plain"
+    return proposal
 
 
 def _mc_columns(res):
@@ -186,6 +203,8 @@ def _mc_columns(res):
         "k_hat": float(res.tail.k_hat),
         "max_share": float(res.tail.max_share),
         "tail_ok": bool(res.tail_ok),
+        "proposal": res.proposal,
+        "ess": float(res.ess),
     }
 
 

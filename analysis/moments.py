@@ -91,7 +91,15 @@ class Accumulator:
         if weights is None:
             self._track_tail(err * err, xp)
         else:
-            self._track_tail(weights * (err * err), xp)
+            with np.errstate(over="ignore", invalid="ignore"):
+                weighted = weights * (err * err)
+            if not bool(xp.all(xp.isfinite(weighted))):
+                raise FloatingPointError(
+                    "a weighted squared error of the tilted proposal is beyond float64 (a moved "
+                    "term's squared error is about e^(3|x+y|^2) relative to SM^2); "
+                    "use proposal='plain'"
+                )
+            self._track_tail(weighted, xp)
         if self.pending is not None and self.pending.shape[0]:
             err = xp.concatenate([self.pending, err])
             if weights is not None:

@@ -116,6 +116,10 @@ from .tail import (
 PROPOSALS = reduced.PROPOSALS
 #: Plain trials of the pilot run with which ``proposal="auto"`` decides.
 PILOT_TRIALS = 1 << 14
+#: ``proposal="auto"`` stays plain above this |x + y|^2: a moved term's squared error,
+#: about e^{3|x + y|^2} relative to SM^2 before its weight e^{-2|x + y|^2} scales it
+#: down, would not fit in float64 (it overflows near |x + y|^2 = 236).
+TILT_LOG_MAX = 200.0
 
 __all__ = [
     "METHODS",
@@ -364,6 +368,11 @@ def _choose_proposals(s):
         tilt = reduced.tilt_for(s.kind, s.ensemble, s.norms, nm.length, s.d, A=s.a[pair])
         if s.proposal == "tilted":
             s.tilts[pair], s.notes[pair] = tilt, "tilted: as requested"
+            continue
+        if nm.length * nm.length > TILT_LOG_MAX:
+            s.notes[pair] = (f"plain: |x+y|^2 = {nm.length * nm.length:.4g} > {TILT_LOG_MAX:g}; "
+                             "a moved term's squared error (about e^(3|x+y|^2) relative to SM^2) "
+                             "would overflow float64")
             continue
         plain_reach = reach(s.kind, nm.length, s.trials, s.m)
         if plain_reach < REACH_MIN:
