@@ -357,27 +357,42 @@ def _weight(v, q, r, m, symmetric, chi, w_mode, tp):
     """The trial's likelihood-ratio weight (= rfkernels.reduced.tilt_weights); ``r`` is scratch.
 
     ``v``: projections (chi) or direction coordinates (fixed); ``w_mode``:
-    0 no W term, 1 ``W = q``, 2 ``W = q - v**2``.
+    0 no W term, 1 ``W = q``, 2 ``W = q - v**2``. One branch-free loop per
+    case, so that LLVM vectorises the exponentials.
     """
-    for i in range(m):
-        if chi:
-            if w_mode == 1:
-                base = tp[3] * q[i] + tp[4]
-            elif w_mode == 2:
-                base = tp[3] * (q[i] - v[i] * v[i]) + tp[4]
-            else:
-                base = tp[4]
-            sg = tp[1] * v[i]
-            ri = exp(sg + base)
-            if symmetric:
-                ri = 0.5 * (ri + exp(base - sg))
+    shift = tp[1]
+    c1 = tp[3]
+    c0 = tp[4]
+    if chi:
+        if w_mode == 1:
+            for i in range(m):
+                r[i] = exp(shift * v[i] + (c1 * q[i] + c0))
+        elif w_mode == 2:
+            for i in range(m):
+                r[i] = exp(shift * v[i] + (c1 * (q[i] - v[i] * v[i]) + c0))
         else:
-            down = 1.0 - v[i]
-            up = 1.0 + v[i]
-            ri = exp(tp[4] - tp[8] * log(down + tp[6] * up))
-            if symmetric:
-                ri = 0.5 * (ri + exp(tp[7] - tp[8] * log(down + tp[5] * up)))
-        r[i] = ri
+            for i in range(m):
+                r[i] = exp(shift * v[i] + c0)
+        if symmetric:
+            if w_mode == 1:
+                for i in range(m):
+                    r[i] = 0.5 * (r[i] + exp((c1 * q[i] + c0) - shift * v[i]))
+            elif w_mode == 2:
+                for i in range(m):
+                    r[i] = 0.5 * (r[i] + exp((c1 * (q[i] - v[i] * v[i]) + c0) - shift * v[i]))
+            else:
+                for i in range(m):
+                    r[i] = 0.5 * (r[i] + exp(c0 - shift * v[i]))
+    else:
+        e_plus = tp[5]
+        e_minus = tp[6]
+        c_minus = tp[7]
+        n1 = tp[8]
+        for i in range(m):
+            r[i] = exp(c0 - n1 * log((1.0 - v[i]) + e_minus * (1.0 + v[i])))
+        if symmetric:
+            for i in range(m):
+                r[i] = 0.5 * (r[i] + exp(c_minus - n1 * log((1.0 - v[i]) + e_plus * (1.0 + v[i]))))
     return 1.0 / (tp[0] + (1.0 - tp[0]) * (_sum8(r, 0, m) / m))
 
 

@@ -73,7 +73,11 @@ Trial ``t`` of pair ``k`` of a batch uses the Philox trial counter
   :func:`rfkernels.rng.chi_square` (d degrees of freedom) at slot ``i`` of
   :data:`STREAM_SIMPLEX_LENGTH`;
 - oprf, iid projections with chi norms: the :math:`\chi^2_{d-1}` of
-  :math:`|\omega_i|^2` at slot ``i`` of :data:`STREAM_OPRF_TAIL`.
+  :math:`|\omega_i|^2` at slot ``i`` of :data:`STREAM_OPRF_TAIL`;
+- the tilted proposal (:class:`Tilt`): the trial's mixture component and
+  direction from :func:`rfkernels.rng.uniform_pair` at slot 0 of
+  :data:`STREAM_PROPOSAL`; every other variate is drawn as for the plain law
+  and then moved.
 
 The new streams leave every earlier path's numbers unchanged.
 
