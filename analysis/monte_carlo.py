@@ -374,7 +374,7 @@ def _choose_proposals(s):
                              "a moved term's squared error (about e^(3|x+y|^2) relative to SM^2) "
                              "would overflow float64")
             continue
-        plain_reach = reach(s.kind, nm.length, s.trials, s.m)
+        plain_reach = reach(s.kind, nm.length, s.trials, s.m, d=s.d, norms=s.norms)
         if plain_reach < REACH_MIN:
             s.tilts[pair] = tilt
             s.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
@@ -511,7 +511,8 @@ def _result(s, pair, acc, elapsed):
     below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
     tilt = s.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
-                          reach(s.kind, nm.length, n, s.m, tilt, s.d), below_resolution=below)
+                          reach(s.kind, nm.length, n, s.m, tilt, s.d, s.norms),
+                          below_resolution=below)
     if tilt is None:
         ess, weight_mean = float(n), 1.0
     else:  # (sum w)^2 / sum w^2 from the weights' mean and spread

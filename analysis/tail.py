@@ -138,23 +138,44 @@ def _above(z):
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-def reach(kind, length, samples, m, tilt=None, d=None):
-    """Expected projections beyond 2a (see :class:`TailDiagnostic`); None for trig.
+def reach(kind, length, samples, m, tilt=None, d=None, norms="chi"):
+    r"""Expected projections drawn where the MSE comes from (see :class:`TailDiagnostic`); None for trig.
 
-    With ``tilt`` (a :class:`rfkernels.reduced.Tilt`), under that proposal:
-    a fraction ``1 - alpha0`` of the trials moves one projection to about
-    ``shift`` (chi norms) or ``sqrt(d) tanh(shift)`` (fixed norms), which is
-    then beyond 2a with probability ``P(N(shift', 1) > 2a)`` (both tails
-    counted for hyperbolic features, whose moves go either way).
+    Chi norms: beyond 2a, a standard normal's tail (both tails for
+    hyperbolic features). Fixed norms (``norms="fixed"``, ``d`` needed): the
+    projection is :math:`\sqrt d\, c`, bounded by :math:`\sqrt d`, and the
+    region is the direction coordinate's beyond the peak :math:`c^*` of its
+    tilted law, :math:`(d - 1) c^* = \kappa (1 - c^{*2})`,
+    :math:`\kappa = 2a\sqrt d`, where a uniform direction's coordinate lands
+    with probability :math:`\tfrac12 I_{1 - c^{*2}}((d - 1)/2, 1/2)`.
+    With ``tilt`` (a :class:`rfkernels.reduced.Tilt`), under that proposal: a
+    fraction ``1 - alpha0`` of the trials moves one projection to about
+    ``shift`` (chi norms: then beyond 2a with probability
+    ``P(N(shift, 1) > 2a)``) or its direction to about :math:`c^*` (fixed
+    norms: beyond it with probability 1/2).
     """
     if kind == "trig":
         return None
-    a2 = 2.0 * length
-    plain = m * _above(a2) * (2.0 if kind == "hyperbolic" else 1.0)
+    sides = 2.0 if kind == "hyperbolic" else 1.0
+    if norms == "fixed":
+        if d is None:
+            raise ValueError("reach with norms='fixed' needs d")
+        kappa, n1 = 2.0 * length * math.sqrt(d), d - 1.0
+        c_star = 2.0 * kappa / (n1 + math.sqrt(n1 * n1 + 4.0 * kappa * kappa)) if kappa > 0 else 0.0
+        if d == 1:
+            per = 0.5
+        else:
+            from scipy.special import betainc
+
+            per = 0.5 * float(betainc(n1 / 2.0, 0.5, 1.0 - c_star * c_star))
+        plain, moved = m * per * sides, 0.5
+    else:
+        a2 = 2.0 * length
+        plain = m * _above(a2) * sides
+        moved = None if tilt is None else _above(a2 - tilt.shift)
     if tilt is None:
         return float(samples * plain)
-    moved = tilt.shift if tilt.on_projections else math.sqrt(d) * math.tanh(tilt.shift)
-    return float(samples * (tilt.alpha0 * plain + (1.0 - tilt.alpha0) * _above(a2 - moved)))
+    return float(samples * (tilt.alpha0 * plain + (1.0 - tilt.alpha0) * moved))
 
 
 def tail_from_top(top, samples, total, maximum, constant, reach, below_resolution=False):
