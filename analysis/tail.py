@@ -160,14 +160,12 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi"):
     if norms == "fixed":
         if d is None:
             raise ValueError("reach with norms='fixed' needs d")
-        kappa, n1 = 2.0 * length * math.sqrt(d), d - 1.0
-        c_star = 2.0 * kappa / (n1 + math.sqrt(n1 * n1 + 4.0 * kappa * kappa)) if kappa > 0 else 0.0
-        if d == 1:
-            per = 0.5
-        else:
-            from scipy.special import betainc
+        from scipy.special import betainc
 
-            per = 0.5 * float(betainc(n1 / 2.0, 0.5, 1.0 - c_star * c_star))
+        from rfkernels.reduced import direction_peak
+
+        c_star = direction_peak(length, d)
+        per = 0.5 if d == 1 else 0.5 * float(betainc((d - 1.0) / 2.0, 0.5, 1.0 - c_star * c_star))
         plain, moved = m * per * sides, 0.5
     else:
         a2 = 2.0 * length

@@ -134,6 +134,7 @@ __all__ = [
     "Tilt",
     "check_reduced",
     "default_chunk",
+    "direction_peak",
     "engine_bytes",
     "engine_namespace",
     "estimate_chunks",
@@ -613,15 +614,26 @@ def tilt_for(kind, ensemble, norms, length, d, *, A=None, alpha0=DEFENSIVE_WEIGH
         tau = sigma2
         c1, c0 = 0.5 * (1.0 - 1.0 / tau), -0.5 * mu * mu - 0.5 * n1 * math.log(tau)
         return Tilt(alpha0, mu, symmetric, True, tau, c1, c0, 0.0, 0.0, 0.0, 0.0)
-    kappa = 2.0 * ba * math.sqrt(d)
-    if d == 1 or kappa == 0.0:
-        delta = 0.0
-    else:
-        c_star = 2.0 * kappa / (n1 + math.sqrt(n1 * n1 + 4.0 * kappa * kappa))  # root in (0, 1)
-        delta = math.atanh(c_star)
+    delta = 0.0 if d == 1 else math.atanh(direction_peak(ba, d))
     log2 = math.log(2.0)
     return Tilt(alpha0, delta, symmetric, False, 1.0, 0.0, n1 * (log2 - delta),
                 math.exp(2.0 * delta), math.exp(-2.0 * delta), n1 * (log2 + delta), n1)
+
+
+def direction_peak(length, d):
+    r"""The peak :math:`c^*` of a direction coordinate's law tilted by :math:`e^{2\kappa c}`.
+
+    A uniform unit vector's coordinate c has density :math:`\propto (1 - c^2)^{(d-3)/2}`;
+    a fixed-norm term :math:`e^{a\sqrt d\, c}` has its squared error where
+    :math:`(1 - c^2)^{(d-1)/2} e^{\kappa c}` (the law of
+    :math:`\psi = \operatorname{atanh} c` times the tilt),
+    :math:`\kappa = 2a\sqrt d`, peaks: :math:`(d - 1) c^* = \kappa (1 - c^{*2})`,
+    the root in [0, 1) (``length`` is ``a``, or ``Ba`` for oprf). 1 for d = 1.
+    """
+    if d == 1:
+        return 1.0
+    kappa, n1 = 2.0 * length * math.sqrt(d), d - 1.0
+    return 2.0 * kappa / (n1 + math.sqrt(n1 * n1 + 4.0 * kappa * kappa))
 
 
 class _Draws(NamedTuple):
