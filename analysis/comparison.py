@@ -308,7 +308,8 @@ def _geometry_point(g, i):
 
 
 def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=(8,), *,
-            norms="chi", trials=100_000, seed=0, backend="numpy", method="reduced"):
+            norms="chi", trials=100_000, seed=0, backend="numpy", method="reduced",
+            proposal="auto"):
     """Theory against Monte Carlo over geometries × kinds × ensembles × m.
 
     Parameters
@@ -329,13 +330,17 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
         ``kind='oprf'`` (at each point's optimal A*) and the ``'simplex'``
         and ``'sorf'`` ensembles need ``method='literal'`` (checked first);
         ``'sorf'`` has no exact MSE (Monte Carlo only).
+    proposal : {'auto', 'plain', 'tilted'}, default 'auto'
+        The Monte Carlo proposal of every row (:func:`evaluate_point`: trig
+        rows run plain); ``'tilted'`` with ``method='literal'`` or with trig
+        as the only kind is refused before any work.
 
     Raises
     ------
     ValueError, TypeError
         Before any work: a geometry with a missing or unknown key, an
         over-specified one, or a bad value (named as ``geometries[i]['key']``);
-        bad kinds, ensembles, m, norms, trials, seed, backend or method.
+        bad kinds, ensembles, m, norms, trials, seed, backend, method or proposal.
 
     Returns
     -------
@@ -352,6 +357,10 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     kinds = _one_or_many(kinds, "kinds", check_kind)
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
+    check_choice(proposal, "proposal", reduced.PROPOSALS)
+    if proposal == "tilted" and (method != "reduced" or set(kinds) == {"trig"}):
+        raise ValueError("proposal='tilted' needs method='reduced' and a kind other than trig "
+                         "(trig estimates are bounded: nothing to tilt); use 'auto' or 'plain'")
     if method == "reduced":
         for kind, ensemble in itertools.product(kinds, ensembles):
             reduced.check_reduced(kind, ensemble)
@@ -367,7 +376,7 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     rows = []
     for point in points:
         row = evaluate_point(point, trials=trials, seed=point_seed(seed, point), backend=backend,
-                             method=method)
+                             method=method, proposal=proposal)
         row.update(statements(row))
         rows.append(row)
     return rows

@@ -58,8 +58,10 @@ positive, hyperbolic and oprf estimates is sampled (docs/importance.rst).
 ``"auto"`` (default) tilts a pair when the plain run would not reach the
 region its MSE comes from (``tail.reach`` below :data:`REACH_MIN`) or when a
 pilot of :data:`PILOT_TRIALS` plain trials, on counters the run does not
-use, has a Pareto k-hat of at least :data:`TAIL_K_MAX`; trig features,
-which are bounded, and the literal method are always plain.
+use, has a Pareto k-hat of at least :data:`TAIL_K_MAX`, and runs a pair
+again tilted if its plain run still ends with such a k-hat and an untrusted
+tail; trig features, which are bounded, and the literal method are always
+plain.
 
 Tail diagnostic
 ---------------
@@ -179,6 +181,7 @@ class _Setup:
     tilts: list = None  # per pair: the Tilt drawn from, or None (plain); set by _choose_proposals
     notes: list = None  # per pair: why that proposal
     pilot_k: list = None  # per pair: the pilot's k-hat, or None (no pilot)
+    fallback: list = None  # per pair: the Tilt to rerun with if auto's plain run comes out heavy
 
 
 def _recorded_entropy(entropy):
@@ -334,11 +337,13 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 # ---------------------------------------------------------------------------
 
 
-def _reduced_chunks(s, first=0):
-    """Normalised estimates (and weights, None if plain) of every pair, chunk by chunk."""
+def _reduced_chunks(s, first=0, pairs=None):
+    """Normalised estimates (and weights, None if plain) of every pair (or of ``pairs``), chunk by chunk."""
     key = key_from_seed(s.seq)
     tilts = s.tilts or [None] * len(s.norm)
     for pair, nm in enumerate(s.norm):
+        if pairs is not None and pair not in pairs:
+            continue
         for c in reduced.estimate_chunks(
             key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms,
             trials=s.trials, first=first, pair=pair, chunk=s.chunk, backend=s.backend,
@@ -355,6 +360,7 @@ def _choose_proposals(s):
     """Set each pair's proposal (``s.tilts``, ``s.notes``, ``s.pilot_k``) as ``s.proposal`` asks."""
     pairs = len(s.norm)
     s.tilts, s.notes, s.pilot_k = [None] * pairs, [""] * pairs, [None] * pairs
+    s.fallback = [None] * pairs
     if s.proposal == "plain":
         s.notes = ["plain: as requested"] * pairs
         return
@@ -374,13 +380,13 @@ def _choose_proposals(s):
                              "a moved term's squared error (about e^(3|x+y|^2) relative to SM^2) "
                              "would overflow float64")
             continue
-        plain_reach = reach(s.kind, nm.length, s.trials, s.m, d=s.d, norms=s.norms)
+        plain_reach = reach(s.kind, nm.length, s.trials, s.m, d=s.d, norms=s.norms, A=s.a[pair])
         if plain_reach < REACH_MIN:
             s.tilts[pair] = tilt
             s.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
                              f"about {plain_reach:.3g} times (< {REACH_MIN:g})")
             continue
-        n = min(PILOT_TRIALS, s.trials)
+        n = PILOT_TRIALS
         sq = []
         for _, e, xp in reduced.estimate_chunks(
             key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms, trials=n,
@@ -394,10 +400,11 @@ def _choose_proposals(s):
         s.pilot_k[pair] = None if math.isnan(k) else float(k)
         if not np.all(np.isfinite(sq)) or k >= TAIL_K_MAX:
             s.tilts[pair] = tilt
-            s.notes[pair] = f"tilted: pilot k_hat = {k:.2f} >= {TAIL_K_MAX} ({n} plain trials)"
+            s.notes[pair] = f"tilted: pilot k_hat = {k:.4g} >= {TAIL_K_MAX} ({n} plain trials)"
         else:
-            shown = "undefined" if math.isnan(k) else f"{k:.2f} < {TAIL_K_MAX}"
+            shown = "undefined" if math.isnan(k) else f"{k:.4g} < {TAIL_K_MAX}"
             s.notes[pair] = f"plain: pilot k_hat {shown} ({n} plain trials)"
+            s.fallback[pair] = tilt
 
 
 def _literal_chunks(s, first=0):
@@ -461,23 +468,52 @@ def _literal_chunks(s, first=0):
 
 
 def _run(s):
+    """Every pair's result; ``proposal="auto"`` reruns tilted a pair whose plain run came out heavy.
+
+    The pilot's k-hat is an estimate: a pair it left plain whose own run
+    ends with ``k_hat >= TAIL_K_MAX`` and an untrusted tail is run again,
+    tilted (the progress total grows by those trials).
+    """
     started = time.perf_counter()
     _choose_proposals(s)
-    accs = [Accumulator(s.trials, nm.target, weighted=t is not None) for nm, t in zip(s.norm, s.tilts)]
-    total = s.trials * len(s.norm)
+    todo = list(range(len(s.norm)))
+    results = [None] * len(s.norm)
+    progress = [0, s.trials * len(s.norm)]
+    while todo:
+        for pair, acc in zip(todo, _accumulate(s, todo, progress)):
+            results[pair] = _result(s, pair, acc, time.perf_counter() - started)
+        todo = [pair for pair in todo if _rerun_tilted(s, pair, results[pair])]
+        progress[1] += s.trials * len(todo)
+    return tuple(results)
+
+
+def _accumulate(s, pairs, progress):
+    """The finished :class:`Accumulator` of each of ``pairs``, in their order."""
+    accs = {pair: Accumulator(s.trials, s.norm[pair].target, weighted=s.tilts[pair] is not None)
+            for pair in pairs}
     last = len(s.norm) - 1
-    done = 0
-    chunks = _reduced_chunks(s) if s.method == "reduced" else _literal_chunks(s)
+    chunks = _reduced_chunks(s, pairs=set(pairs)) if s.method == "reduced" else _literal_chunks(s)
     for pair, n, e, w, xp in chunks:
         accs[pair].add(e, xp, w)
-        done += n
+        progress[0] += n
         # the literal method yields every pair of a chunk in turn: report once per chunk
         if s.progress is not None and (s.method == "reduced" or pair == last):
-            s.progress(done, total)
-    for acc in accs:
+            s.progress(progress[0], progress[1])
+    for acc in accs.values():
         acc.finish()
-    elapsed = time.perf_counter() - started
-    return tuple(_result(s, pair, acc, elapsed) for pair, acc in enumerate(accs))
+    return [accs[pair] for pair in pairs]
+
+
+def _rerun_tilted(s, pair, result):
+    """Switch ``pair`` to its fallback tilt if auto left it plain and its tail came out heavy."""
+    tilt = s.fallback[pair] if s.fallback else None
+    k = result.tail.k_hat
+    if tilt is None or result.tail_ok or not (k >= TAIL_K_MAX):
+        return False
+    s.tilts[pair], s.fallback[pair] = tilt, None
+    s.notes[pair] = (f"tilted: the plain run's k_hat = {k:.4g} >= {TAIL_K_MAX} "
+                     f"(after {s.notes[pair].removeprefix('plain: ')}); run again tilted")
+    return True
 
 
 #: Relative resolution of a normalised estimate (a few dozen roundings).
@@ -511,7 +547,7 @@ def _result(s, pair, acc, elapsed):
     below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
     tilt = s.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
-                          reach(s.kind, nm.length, n, s.m, tilt, s.d, s.norms),
+                          reach(s.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair]),
                           below_resolution=below)
     if tilt is None:
         ess, weight_mean = float(n), 1.0

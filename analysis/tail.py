@@ -138,7 +138,7 @@ def _above(z):
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-def reach(kind, length, samples, m, tilt=None, d=None, norms="chi"):
+def reach(kind, length, samples, m, tilt=None, d=None, norms="chi", A=None):
     r"""Expected projections drawn where the MSE comes from (see :class:`TailDiagnostic`); None for trig.
 
     Chi norms: beyond 2a, a standard normal's tail (both tails for
@@ -152,11 +152,20 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi"):
     fraction ``1 - alpha0`` of the trials moves one projection to about
     ``shift`` (chi norms: then beyond 2a with probability
     ``P(N(shift, 1) > 2a)``) or its direction to about :math:`c^*` (fixed
-    norms: beyond it with probability 1/2).
+    norms: beyond it with probability 1/2). For oprf features (parameter
+    ``A``) the region is beyond :math:`2Ba/(1 - 8A)`, :math:`B = \sqrt{1 - 4A}`,
+    where the tilted law of a term's square peaks (fixed norms: ``a`` is
+    replaced by ``Ba`` in :math:`\kappa`).
     """
     if kind == "trig":
         return None
     sides = 2.0 if kind == "hyperbolic" else 1.0
+    if kind == "oprf":
+        if A is None:
+            raise ValueError("reach for kind='oprf' needs its parameter A")
+        length = math.sqrt(1.0 - 4.0 * A) * length
+        if norms == "chi":
+            length = length / (1.0 - 8.0 * A)
     if norms == "fixed":
         if d is None:
             raise ValueError("reach with norms='fixed' needs d")
