@@ -15,6 +15,16 @@ Determinism
     ``seconds`` is reproducible bit for bit (floats are written with
     ``repr``, which round-trips).
 
+Proposal
+    ``run.proposal`` (``"auto"`` by default, ``"plain"`` or ``"tilted"``)
+    is the Monte Carlo proposal of every point
+    (:func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`); trig points
+    run plain whatever it says. The row's ``proposal`` column says which
+    law ran (empty without Monte Carlo) and ``ess`` the effective sample
+    size of its weights (``trials`` where plain). Like every ``[run]`` key
+    it is part of the sweep's fingerprint: a resume with another proposal
+    is refused.
+
 One writer per folder
     A sweep holds an exclusive ``flock`` on ``OUT/.sweep.lock`` (which
     records its pid) from before it reads anything in the folder until it
@@ -79,6 +89,7 @@ RUN_DEFAULTS = {
     "method": "reduced",
     "chunk": None,
     "theory_only": False,
+    "proposal": "auto",
 }
 _AXIS_DEFAULTS = {"kind": ["positive"], "ensemble": ["iid"], "norms": ["chi"]}
 _REQUIRED = ("d", "m", "angle")
@@ -191,6 +202,15 @@ class SweepSpec:
             raise SweepError("grid.angle: with d = 1 the angle must be 0 or pi")
         if "norm_sum" in g and math.pi in g["angle"]:
             raise SweepError("grid.angle: pi is not allowed with norm_sum (|x + y| = 0 there)")
+        # 'tilted' where nothing can be tilted is a mistake; in a grid that mixes kinds the
+        # trig points run plain (evaluate_point), and their rows say so
+        if self.run["proposal"] == "tilted" and not self.run["theory_only"]:
+            if self.run["method"] != "reduced":
+                raise SweepError("run.proposal: 'tilted' needs run.method = 'reduced' (the literal "
+                                 "method samples the plain law only)")
+            if set(g["kind"]) == {"trig"}:
+                raise SweepError("run.proposal: 'tilted' cannot apply to trig features (bounded "
+                                 "estimates, no heavy tail); use 'auto' or 'plain'")
         if self.run["theory_only"]:
             for ensemble in g["ensemble"]:
                 if ensemble not in theory.THEORY_ENSEMBLES:
@@ -303,6 +323,9 @@ def _check_run(run):
         raise SweepError(f"run.chunk: must be a positive integer; got {run['chunk']!r}")
     if not isinstance(run["theory_only"], bool):
         raise SweepError(f"run.theory_only: must be true or false; got {run['theory_only']!r}")
+    if not isinstance(run["proposal"], str) or run["proposal"] not in reduced.PROPOSALS:
+        raise SweepError(f"run.proposal: {run['proposal']!r} is not one of "
+                         f"{', '.join(reduced.PROPOSALS)}")
     return run
 
 
@@ -318,6 +341,7 @@ def run_point(point, run):
     row = evaluate_point(
         what, trials=run["trials"], seed=point_seed(run["seed"], point), backend=point["backend"],
         method=run["method"], chunk=run["chunk"], theory_only=run["theory_only"],
+        proposal=run["proposal"],
     )
     row["backend"] = point["backend"]
     row["point_id"] = point_id(point)
@@ -443,7 +467,7 @@ def _csv_field(text):
 
 
 #: The constant columns of a theory-only row (the others: NaN, written empty).
-_THEORY_CONSTANTS = {"trials": 0, "tail_ok": "", "seconds": 0.0}
+_THEORY_CONSTANTS = {"trials": 0, "tail_ok": "", "proposal": "", "seconds": 0.0}
 
 
 def _float_texts(values, same=None, same_texts=None):
@@ -511,10 +535,12 @@ def _theory_block(spec, start, stop, skip=None):
 # ---------------------------------------------------------------------------
 
 _CHOICES = {"kind": KINDS, "ensemble": ENSEMBLES, "norms": NORMS, "backend": BACKENDS}
+#: Text columns with a fixed set of values ('' where Monte Carlo did not run).
+_WORDS = {"proposal": ("", "plain", "tilted")}
 #: Float columns that may be empty (not applicable, or beyond float64 with a note).
 _OPTIONAL_FLOATS = ("norm_x", "norm_y", "norm_sum", "mse_mc", "stderr", "ci_low", "ci_high", "bias",
                     "bias_stderr", "mse_exact", "mse_lemma2", "theorem2_bound", "z", "k_hat",
-                    "max_share")
+                    "max_share", "ess")
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -545,6 +571,13 @@ def _check_column(column, texts):
         if i is None:
             return [words[t] for t in texts], None
         return None, (i, f"tail_ok = {texts[i]!r} is not true, false or empty")
+    if column in _WORDS:  # typed: the word, None where empty
+        allowed = _WORDS[column]
+        i = _first(t not in allowed for t in texts)
+        if i is None:
+            return [t or None for t in texts], None
+        return None, (i, f"{column} = {texts[i]!r} is not one of "
+                         f"{', '.join(repr(w) for w in allowed)}")
     if column == "note":
         return list(texts), None
     if column == "point_id":
@@ -690,7 +723,7 @@ def read_results(path, spec=None):
     ``torn`` is True when the last line is incomplete (a killed sweep); that
     line is not returned. Every other line is checked: its field count, the
     type of every field (integers, finite floats, empty only where a column
-    may be empty, known kinds, ensembles, norms and backends), that its
+    may be empty, known kinds, ensembles, norms, backends and proposals), that its
     ``point_id`` is the point its values say (with ``spec``: a point of that
     grid, with exactly the grid's values), and that no point repeats. Raises
     :class:`SweepError` naming the line otherwise.
@@ -700,7 +733,9 @@ def read_results(path, spec=None):
 
 
 def load_table(path):
-    """A results CSV as a list of dicts with typed values (floats, ints, bools, None).
+    """A results CSV as a list of dicts with typed values (floats, ints, bools, text, None).
+
+    An empty field is None (``note`` stays text: ``""``).
 
     Every row is checked as :func:`read_results` does; a corrupt table raises
     :class:`SweepError` naming the line.

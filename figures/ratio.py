@@ -60,7 +60,9 @@ def compute(quick=False, seed=0, progress=None):
                         "z": float((ratio - ratio_theory) / (rel * ratio)),  # delta method
                         "mse_trig_mc": t["mse_mc"], "mse_trig_stderr": t["stderr"],
                         "mse_positive_mc": p["mse_mc"], "mse_positive_stderr": p["stderr"],
-                        "tail_ok": bool(t["tail_ok"] and p["tail_ok"]), "trials": t["trials"]})
+                        "tail_ok": bool(t["tail_ok"] and p["tail_ok"]), "trials": t["trials"],
+                        # trig estimates are bounded: only the positive point can be tilted
+                        "proposal": p["proposal"], "ess_positive": p["ess"]})
         if progress:
             progress(i + 1, len(mc_angles))
     return {"heatmap": heat_rows, "slice": slice_rows, "monte_carlo": mc_rows,

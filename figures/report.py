@@ -28,13 +28,25 @@ def _mc_rows(data):
     return rows
 
 
+#: Keys of a Monte Carlo row holding the theory it is checked against.
+_THEORY_KEYS = ("mse_exact", "ratio_theory")
+
+
+def _has_theory(row):
+    """Whether the row has a closed form to check its Monte Carlo value against."""
+    return any(isinstance(row.get(k), (int, float)) and math.isfinite(row[k]) for k in _THEORY_KEYS)
+
+
 def summarise(results):
     """Per figure: Monte Carlo points, how many were consistent with theory (|z| < 4).
 
     Returns ``(lines, total_bad)``; each line is a dict with ``figure``,
     ``points``, ``tame``, ``inconsistent``, ``max_abs_z`` (None, with
     ``max_abs_z_reason``, when no point has a tame tail and a finite z),
-    ``heavy_tailed`` and the figure's ``run`` (trials, backend).
+    ``heavy_tailed``, ``tilted`` (points whose trials came from the tilted
+    importance-sampling proposal), ``hollow_with_theory`` (points with a
+    closed form whose tail is still not tame: drawn hollow) and the
+    figure's ``run`` (trials, backend, proposal).
     """
     lines = []
     total_bad = 0
@@ -49,7 +61,11 @@ def summarise(results):
         total_bad += len(bad)
         line = {"figure": name, "points": len(rows), "tame": len(tame), "inconsistent": len(bad),
                 "max_abs_z": max((abs(r["z"]) for r in tame), default=None),
-                "heavy_tailed": len(rows) - len(tame), "run": run}
+                "heavy_tailed": len(rows) - len(tame),
+                "tilted": sum(r.get("proposal") == "tilted" for r in rows),
+                "hollow_with_theory": sum(_has_theory(r) and r.get("tail_ok") is not True
+                                          for r in rows),
+                "run": run}
         if line["max_abs_z"] is None:
             line["max_abs_z_reason"] = "no Monte Carlo point with a tame tail and a finite z"
         lines.append(line)
@@ -93,22 +109,29 @@ def provenance(seconds, *, seed, quick):
 def report_text(lines, bad, prov):
     """The Markdown of ``report.md`` from :func:`summarise`'s lines and :func:`provenance`."""
     header = ["figure", "MC points", "trials", "backend", "tame tail", f"|z| >= {Z_LIMIT}",
-              "max |z| (tame)", "heavy-tailed"]
+              "max |z| (tame)", "heavy-tailed", "tilted", "hollow with theory"]
     rows = []
     for r in lines:
         run = r["run"]
         common = [r["figure"], r["points"], _trials(run), run.get("backend") or "none (theory)"]
         if r["points"] == 0:
-            rows.append(common + ["no theory-vs-Monte-Carlo z", "", "", ""])
+            rows.append(common + ["no theory-vs-Monte-Carlo z", "", "", "", "", ""])
         else:
             z = "n/a" if r["max_abs_z"] is None else f"{r['max_abs_z']:.2f}"
-            rows.append(common + [r["tame"], r["inconsistent"], z, r["heavy_tailed"]])
+            rows.append(common + [r["tame"], r["inconsistent"], z, r["heavy_tailed"], r["tilted"],
+                                  r["hollow_with_theory"]])
+    tilted = sum(r.get("tilted", 0) for r in lines)
+    hollow = sum(r.get("hollow_with_theory", 0) for r in lines)
     v = prov["versions"]
     text = [REPORT_HEADER, ""]
     text += markdown_table(header, rows)
     text += ["", f"{bad} tame point(s) inconsistent with the exact MSE at |z| >= {Z_LIMIT}.",
              ("Heavy-tailed points (Pareto k-hat of the squared errors >= 0.5) have untrustworthy "
-              "standard errors and are drawn hollow."), "",
+              "standard errors and are drawn hollow."),
+             (f"{tilted} Monte Carlo point(s) drew their trials from the tilted (importance-sampling) "
+              "proposal, which proposal='auto' chooses where plain trials would not reach the "
+              "region the MSE comes from or a plain pilot run finds a heavy tail; "
+              f"{hollow} point(s) where theory exists are still drawn hollow."), "",
              "## Provenance", "",
              (f"- rfkernels {v['rfkernels']}, git revision "
               f"{prov['git_revision'] or 'unknown (not a git checkout)'}"),

@@ -363,3 +363,86 @@ def test_help_shows_list_defaults_as_lists_and_no_unmeasured_compile_time(capsys
     assert "may be repeated" in text
     text = _help("mse", capsys)
     assert "20 s" not in text and "compiles its kernel on first use" in " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------
+# --proposal: which law the Monte Carlo trials came from, in text and JSON
+# ---------------------------------------------------------------------------
+
+#: |x + y|^2 = 5.76: a heavy tail for positive features, which auto tilts.
+HEAVY = ["--backend", "numpy", "--trials", "4000", "--d", "4", "--m", "4", "--norm-x", "1.2",
+         "--norm-y", "1.2", "--angle", "0", "--no-progress"]
+PROPOSAL_KEYS = ("proposal", "proposal_note", "proposal_shift", "proposal_alpha0",
+                 "proposal_wscale", "pilot_k_hat", "ess", "weight_mean")
+
+
+@pytest.mark.parametrize("proposal", ["auto", "tilted"])
+def test_mse_tilted_run_shows_its_proposal_in_text_and_json(proposal, capsys):
+    args = ["mse", *HEAVY, "--proposal", proposal]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert set(PROPOSAL_KEYS) <= set(out)
+    assert out["proposal"] == "tilted" and out["proposal_note"].startswith("tilted: ")
+    assert out["proposal_shift"] > 0 and out["proposal_alpha0"] == 0.2
+    assert out["proposal_wscale"] == 1.0  # tau scales W for oprf only
+    assert 0 < out["ess"] < out["trials"] and out["weight_mean"] > 0
+    assert out["tail_ok"] is True and abs(out["z"]) < 4
+    if out["pilot_k_hat"] is None:
+        assert out["null_reasons"]["pilot_k_hat"].startswith("no pilot run")
+    assert {k for k, v in out.items() if v is None} <= set(out.get("null_reasons", {}))
+    assert f"tilted: shift mu = {out['proposal_shift']:.4g}" in text
+    assert f"ESS = {out['ess']:,.0f} of 4,000 trials" in text
+    assert f"({out['proposal_note']})" in text
+
+
+def test_mse_plain_run_explains_the_missing_tilt(capsys):
+    assert main(["mse", *HEAVY, "--proposal", "plain", "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["proposal"] == "plain" and out["proposal_note"] == "plain: as requested"
+    assert out["ess"] == out["trials"] and out["weight_mean"] == 1.0
+    for key in ("proposal_shift", "proposal_alpha0", "proposal_wscale", "pilot_k_hat"):
+        assert out[key] is None and out["null_reasons"][key], key
+    assert main(["mse", *HEAVY, "--kind", "trig"]) == 0  # auto: trig is never tilted
+    assert "proposal         plain: ESS = 4,000 of 4,000 trials (100%)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--kind", "trig"], "trig"),
+    (["--method", "literal"], "literal"),
+])
+def test_mse_tilted_where_nothing_can_be_tilted_is_one_line_exit_2(extra, needle, capsys):
+    assert main(["mse", *HEAVY, "--proposal", "tilted", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "proposal='tilted'" in err[0] and needle in err[0], err
+
+
+@pytest.mark.parametrize("command", ["mse", "compare", "sweep"])
+def test_an_unknown_proposal_is_a_usage_error(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, *(["--out", "unused"] if command == "sweep" else []),
+              "--proposal", "gaussian"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'gaussian'" in capsys.readouterr().err
+
+
+def test_compare_shows_the_proposal_of_every_row(capsys):
+    args = ["compare", "--d", "4", "--m", "4", "--norm-x", "1.2", "--norm-y", "1.2", "--angle", "0",
+            "--kind", "positive,trig", "--ensemble", "iid", "--trials", "4000"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    rows = _strict(capsys.readouterr().out)["rows"]
+    by_kind = {r["kind"]: r for r in rows}
+    assert by_kind["positive"]["proposal"] == "tilted" and by_kind["trig"]["proposal"] == "plain"
+    assert 0 < by_kind["positive"]["ess"] < 4000 and by_kind["trig"]["ess"] == 4000
+    header, *lines = [line for line in text.splitlines() if line[:3].strip().isdigit() or "#" in line]
+    assert header.split()[-3] == "proposal"
+    assert [line.split()[-3] for line in lines] == ["tilted", "plain"]
+    assert main([*args, "--proposal", "plain", "--json"]) == 0
+    assert {r["proposal"] for r in _strict(capsys.readouterr().out)["rows"]} == {"plain"}
+    only_trig = [a if a != "positive,trig" else "trig" for a in args]
+    assert main([*only_trig, "--proposal", "tilted"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tilted" in err[0] and "trig" in err[0], err

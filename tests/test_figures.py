@@ -187,6 +187,64 @@ def test_report_and_manifest_record_provenance(quick):
     assert {s["figure"] for s in meta["summary"]} == set(results)
 
 
+#: Figures with kernel-level Monte Carlo points (proposal "auto", see figures/_mc.py).
+MC_FIGURES = ("ratio", "mse_vs_m", "mse_vs_angle", "feature_budget", "beyond")
+
+
+def test_monte_carlo_points_record_their_proposal(quick):
+    """Every kernel-level point says which law its trials came from; trig is never tilted."""
+    from rfkernels.figures._mc import COLUMNS
+
+    assert {"proposal", "ess", "k_hat", "max_share", "tail_ok"} <= set(COLUMNS)
+    tilted = 0
+    for name in MC_FIGURES:
+        data = quick[1][name].data
+        assert data["run"]["proposal"] == "auto", name
+        for r in data["monte_carlo"]:
+            assert r["proposal"] in ("plain", "tilted"), (name, r)
+            if r.get("kind") == "trig" or r.get("method") == "literal":
+                assert r["proposal"] == "plain", (name, r)
+            if "ess" in r:
+                assert (r["ess"] < r["trials"]) if r["proposal"] == "tilted" else (
+                    r["ess"] == r["trials"]), (name, r)
+            tilted += r["proposal"] == "tilted"
+    assert tilted > 0  # the heavy-tailed points (|x + y|^2 up to ~4 here) are tilted
+
+
+def test_report_counts_tilted_and_hollow_points(quick):
+    from rfkernels.figures.report import summarise
+
+    out, results = quick
+    lines, _ = summarise(results)
+    by_name = {line["figure"]: line for line in lines}
+    for name in MC_FIGURES:
+        rows, line = results[name].data["monte_carlo"], by_name[name]
+        assert line["tilted"] == sum(r["proposal"] == "tilted" for r in rows)
+        assert line["hollow_with_theory"] == sum(r["tail_ok"] is not True for r in rows)
+    meta = _strict_json((out / "figures.json").read_text())
+    assert [s.get("tilted") for s in meta["summary"]] == [line.get("tilted") for line in lines]
+    text = (out / "report.md").read_text()
+    assert "| tilted | hollow with theory |" in text
+    tilted = sum(line.get("tilted", 0) for line in lines)
+    hollow = sum(line.get("hollow_with_theory", 0) for line in lines)
+    assert (f"{tilted} Monte Carlo point(s) drew their trials from the tilted" in text
+            and f"{hollow} point(s) where theory exists are still drawn hollow" in text)
+
+
+def test_hollow_points_are_counted_only_where_theory_exists():
+    from rfkernels.figures._common import FigureResult
+    from rfkernels.figures.report import summarise
+
+    nan = float("nan")
+    rows = [{"z": 0.5, "tail_ok": True, "mse_exact": 1.0, "proposal": "tilted"},
+            {"z": 1.0, "tail_ok": False, "mse_exact": 1.0, "proposal": "plain"},
+            {"z": nan, "tail_ok": False, "mse_exact": nan, "proposal": "plain"},  # no theory
+            {"z": nan, "tail_ok": False, "mse_exact": None, "proposal": "tilted"}]
+    (line,), bad = summarise({"f": FigureResult("f", [], {"monte_carlo": rows, "run": {}})})
+    assert line["tilted"] == 2 and line["hollow_with_theory"] == 1 and line["heavy_tailed"] == 3
+    assert bad == 0
+
+
 def test_report_escapes_pipes_in_cells():
     from rfkernels.figures.report import markdown_table
 

@@ -95,6 +95,11 @@ def test_issue_grid_file_parses(tmp_path):
         (SMALL, {"trials": 1}, r"run\.trials: must be an integer >= 2"),
         (SMALL, {"backend": "fortran"}, r"run\.backend: 'fortran' is not one of"),
         (SMALL, {"speed": 3}, r"run\.speed: unknown key"),
+        (SMALL, {"proposal": "gaussian"}, r"run\.proposal: 'gaussian' is not one of plain, tilted, auto"),
+        (SMALL, {"proposal": "tilted", "method": "literal"},
+         r"run\.proposal: 'tilted' needs run\.method = 'reduced'"),
+        ({**SMALL, "kind": ["trig"]}, {"proposal": "tilted"},
+         r"run\.proposal: 'tilted' cannot apply to trig features"),
     ],
 )
 def test_invalid_grids_fail_naming_the_key(grid, run, match):
@@ -337,6 +342,53 @@ def test_cli_sweep_and_compare(tmp_path, capsys):
     assert "grid.m" in capsys.readouterr().err
 
 
+HEAVY = {"kind": ["positive", "trig"], "d": [4], "m": [4], "angle": [0.0, 1.5], "norm_x": [1.2],
+         "norm_y": [1.2]}
+
+
+def test_the_proposal_is_a_run_key_recorded_checked_and_in_the_rows(tmp_path):
+    """|x + y|^2 = 5.76: auto tilts the positive points (heavy tail), trig stays plain;
+    the proposal is in sweep.json and the fingerprint, and the rows say which law ran."""
+    spec = SweepSpec.from_dict(HEAVY, {"trials": 2000, "seed": 3})
+    assert spec.run["proposal"] == "auto"
+    out = tmp_path / "auto"
+    rows = load_table(run_sweep(spec, out))
+    by = {(r["kind"], r["angle"]): r for r in rows}
+    for angle in (0.0, 1.5):
+        pos, trig = by["positive", angle], by["trig", angle]
+        assert pos["proposal"] == "tilted" and 0 < pos["ess"] < pos["trials"], pos
+        assert pos["tail_ok"] is True and abs(pos["z"]) < 4, pos
+        assert trig["proposal"] == "plain" and trig["ess"] == trig["trials"], trig
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["run"]["proposal"] == "auto" and meta["columns"] == list(COLUMNS)
+    plain = SweepSpec.from_dict(HEAVY, {"trials": 2000, "seed": 3, "proposal": "plain"})
+    assert plain.fingerprint() != spec.fingerprint()
+    with pytest.raises(SweepError, match="different grid or run configuration"):
+        run_sweep(plain, out, resume=True)
+    rows = load_table(run_sweep(plain, tmp_path / "plain"))
+    assert {r["proposal"] for r in rows} == {"plain"}
+    assert all(r["ess"] == r["trials"] for r in rows)
+    # a theory-only row has no proposal and no ess
+    spec = SweepSpec.from_dict(HEAVY, {"theory_only": True})
+    rows = load_table(run_sweep(spec, tmp_path / "theory"))
+    assert all(r["proposal"] is None and r["ess"] is None for r in rows)
+
+
+def test_cli_sweep_proposal(tmp_path, capsys):
+    args = ["sweep", "--d", "4", "--m", "4", "--angle", "0", "--norm-x", "1.2", "--norm-y", "1.2",
+            "--trials", "2000"]
+    assert main(args + ["--out", str(tmp_path / "t"), "--proposal", "tilted", "--json"]) == 0
+    rows = load_table(json.loads(capsys.readouterr().out)["results"])
+    assert [r["proposal"] for r in rows] == ["tilted"]
+    assert main(args + ["--out", str(tmp_path / "x"), "--proposal", "tilted", "--kind", "trig"]) == 2
+    err = capsys.readouterr().err
+    assert "run.proposal" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit):
+        main(args + ["--out", str(tmp_path / "y"), "--proposal", "gaussian"])
+    assert "invalid choice: 'gaussian'" in capsys.readouterr().err
+
+
 def test_cli_help_shows_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
@@ -519,6 +571,9 @@ def _corrupt(src, dst, lineno, column, value):
     ("kind", "gauss", r"line 5 has kind = 'gauss' is not one of"),
     ("tail_ok", "maybe", r"line 5 has tail_ok = 'maybe'"),
     ("seconds", "", r"line 5 has seconds = '' is not a number"),
+    ("proposal", "gaussian", r"line 5 has proposal = 'gaussian' is not one of '', 'plain', 'tilted'"),
+    ("ess", "inf", r"line 5 has ess = 'inf' is not finite"),
+    ("ess", "many", r"line 5 has ess = 'many' is not a number"),
     # identity: the point_id is the point the row's values say (and a point of the grid)
     ("angle", "0.7", r"line 5 has point_id \w{16}, which is not the point its values say"),
     ("point_id", "0123456789abcdef",

@@ -8,6 +8,7 @@ import re
 
 from .. import theory
 from ..cli import command
+from ..reduced import PROPOSALS
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
 
@@ -22,11 +23,14 @@ iid rows) is shown as "-" (in --json: null, with the reason in the row's
 
 Exit status: 0 every statement checked held and every value was computed;
 1 a statement was violated or a row has a value beyond float64 (or its Monte
-Carlo could not run); 2 bad input. Text and --json report the same facts."""
+Carlo could not run); 2 bad input. Text and --json report the same facts.
+The "proposal" column says which law each row's Monte Carlo drew from (plain,
+or tilted: importance sampling with exact weights, whose effective sample
+size is "ess" in --json)."""
 
 #: Monte Carlo columns of a row: all NaN when its Monte Carlo did not run.
 _MC_COLUMNS = ("mse_mc", "stderr", "ci_low", "ci_high", "bias", "bias_stderr", "z", "k_hat",
-               "max_share", "tail_ok")
+               "max_share", "tail_ok", "proposal", "ess")
 
 #: Statements of :func:`rfkernels.analysis.comparison.statements`.
 _STATEMENTS = ("exact_le_bound", "iid_eq_lemma2", "mc_consistent")
@@ -47,6 +51,9 @@ def _add(p):
     p.add_argument("--seed", type=int_value, default=0, help="root seed")
     p.add_argument("--backend", default="numpy", help="numpy, numba or cupy")
     p.add_argument("--method", default="reduced", help="reduced or literal")
+    p.add_argument("--proposal", choices=PROPOSALS, default="auto",
+                   help="Monte Carlo proposal: plain, tilted (importance sampling of the heavy tail; "
+                        "trig rows stay plain) or auto (tilted where a plain pilot finds a heavy tail)")
     p.add_argument("--bias-audit", action="store_true",
                    help="also audit the bias of the orthogonal constructions (literal, positive) "
                         "for every --d and --m")
@@ -96,6 +103,8 @@ def null_reason(key, value, row):
         return "no tail fit (too few trials, or tied or constant squared errors)"
     if key == "max_share":
         return "every squared error is 0"
+    if key in ("proposal", "ess"):
+        return "no Monte Carlo at this row"
     if key in ("stderr", "ci_low", "ci_high", "bias_stderr", "bias", "mse_mc"):
         return "not computed"
     if key == "exact_le_bound":
@@ -151,7 +160,8 @@ def _run(args):
     geoms = [{"d": d, "norm_x": nx, "norm_y": ny, "angle": a}
              for d, nx, ny, a in itertools.product(args.d, args.norm_x, args.norm_y, args.angle)]
     rows = compare(geoms, args.kind, args.ensemble, args.m, norms=args.norms, trials=args.trials,
-                   seed=args.seed, backend=args.backend, method=args.method)
+                   seed=args.seed, backend=args.backend, method=args.method,
+                   proposal=args.proposal)
     audit = None
     if args.bias_audit:
         audit = []
@@ -162,20 +172,22 @@ def _run(args):
     out_of_range = sum(o for _, o in status)
     exit_status = 1 if violated or out_of_range else 0
     if args.json:
-        rows_out = [dict(r, tail_ok=None if r["tail_ok"] == "" else r["tail_ok"]) for r in rows]
+        rows_out = [dict(r, tail_ok=None if r["tail_ok"] == "" else r["tail_ok"],
+                         proposal=r["proposal"] or None) for r in rows]
         print(dumps({"rows": rows_out, "bias_audit": audit, "violations": violated,
                      "out_of_range": out_of_range, "exit_status": exit_status},
                     explain=_explain_any))
         return exit_status
     print(f"{'#':>3} {'d':>4} {'|x|':>5} {'|y|':>5} {'angle':>5} {'m':>4} {'kind':>10} {'ensemble':>10} "
           f"{'MC MSE':>10} {'stderr':>10} {'exact':>10} {'Lemma 2':>10} {'Thm 2':>10} "
-          f"{'z':>8} {'k_hat':>8} {'tail':>5} {'<=T2':>4} {'MC~ex':>5}")
+          f"{'z':>8} {'k_hat':>8} {'tail':>5} {'proposal':>8} {'<=T2':>4} {'MC~ex':>5}")
     for i, r in enumerate(rows, 1):
         print(f"{i:3d} {r['d']:4d} {r['norm_x']:5.2f} {r['norm_y']:5.2f} {r['angle']:5.2f} {r['m']:4d} "
               f"{r['kind']:>10} {r['ensemble']:>10} {_cell(r, 'mse_mc')} {_cell(r, 'stderr')} "
               f"{_cell(r, 'mse_exact')} {_cell(r, 'mse_lemma2')} {_cell(r, 'theorem2_bound')} "
               f"{_cell(r, 'z', '8.2f', 8)} {_cell(r, 'k_hat', '8.2f', 8)} "
-              f"{_tail(r['tail_ok']):>5} {_flag(r['exact_le_bound']):>4} {_flag(r['mc_consistent']):>5}")
+              f"{_tail(r['tail_ok']):>5} {r['proposal'] or '-':>8} {_flag(r['exact_le_bound']):>4} "
+              f"{_flag(r['mc_consistent']):>5}")
     print("-: the row has no such value or statement, or the statement is inconclusive "
           "(--json gives each reason)")
     notes = [(i, r["note"]) for i, r in enumerate(rows, 1) if r["note"]]

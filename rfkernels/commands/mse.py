@@ -6,6 +6,7 @@ import math
 import sys
 
 from ..cli import command
+from ..reduced import PROPOSALS
 from ..validation import ENSEMBLES, KINDS
 from ._options import float_value, int_value
 from ._output import dumps
@@ -40,6 +41,10 @@ def _add_mse(p):
                    help="reduced (draw only the scalar projections) or literal (full W, QR, feature maps)")
     p.add_argument("--chunk", type=int_value, default=None,
                    help="trials per chunk (default: a per-backend choice)")
+    p.add_argument("--proposal", choices=PROPOSALS, default="auto",
+                   help="Monte Carlo proposal: plain (the estimator's own law), tilted (importance "
+                        "sampling of the heavy tail, exact weights; reduced method, not trig) or "
+                        "auto (tilted where a plain pilot run finds a heavy tail)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown unless stderr is a terminal)")
 
@@ -61,6 +66,10 @@ def null_reason(key, value, out):
         "k_hat": out.get("tail_note"),
         "max_share": "every squared error is 0",
         "reach": "no reach for trig features (bounded estimates)",
+        "proposal_shift": "the plain proposal has no tilt",
+        "proposal_alpha0": "the plain proposal has no tilt",
+        "proposal_wscale": "the plain proposal has no tilt",
+        "pilot_k_hat": f"no pilot run ({out.get('proposal_note')})",
     }
     if key == "z":
         if out.get("mse_exact") is None:
@@ -109,7 +118,7 @@ def _run_mse(args):
         res = monte_carlo_mse_from_geometry(  # the geometry computed once, above
             geom, args.m, args.kind, ensemble=args.ensemble, norms=args.norms, trials=args.trials,
             seed=args.seed, backend=args.backend, method=args.method, chunk=args.chunk,
-            progress=progress, vectors=(x, y),
+            progress=progress, vectors=(x, y), proposal=args.proposal,
         )
     finally:
         if bar is not None:
@@ -161,4 +170,17 @@ def _run_mse(args):
     verdict = "ok" if r.tail_ok else "NOT OK"
     print(f"  tail             k_hat = {k}, largest share = {share}{reach}: {verdict}")
     print(f"                   ({r.tail.note})")
+    print(f"  proposal         {proposal_text(r)}")
+    print(f"                   ({r.proposal_note})")
     return 0
+
+
+def proposal_text(r):
+    """One line on the proposal a Monte Carlo result ran: the tilt's parameters, the weights' ESS."""
+    ess = f"ESS = {r.ess:,.0f} of {r.trials:,} trials ({r.ess / r.trials:.0%})"
+    if r.proposal == "plain":
+        return f"plain: {ess}"
+    shift = ("mu" if r.norms == "chi" else "delta (atanh of the direction)")
+    wscale = "" if r.proposal_wscale == 1.0 else f", W scale tau = {r.proposal_wscale:.4g}"
+    return (f"tilted: shift {shift} = {r.proposal_shift:.4g}{wscale}, plain share alpha0 = "
+            f"{r.proposal_alpha0:g}; {ess}, mean weight {r.weight_mean:.4f}")

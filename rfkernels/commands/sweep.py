@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ..cli import command
+from ..reduced import PROPOSALS
 from ..validation import ENSEMBLES, KINDS
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
@@ -50,6 +51,9 @@ def _add(p):
     r.add_argument("--backend", help="numpy, numba or cupy (default: numpy)")
     r.add_argument("--method", help="reduced or literal (default: reduced)")
     r.add_argument("--chunk", type=int_value, help="trials per chunk (default: automatic)")
+    r.add_argument("--proposal", choices=PROPOSALS,
+                   help="Monte Carlo proposal: plain, tilted (importance sampling of the heavy "
+                        "tail; trig points stay plain) or auto (default: auto)")
     p.add_argument("--progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -63,7 +67,7 @@ def _run(args):
         value = getattr(args, opt)
         if value is not None:
             grid["backend" if opt == "backends" else opt] = value
-    run = {k: getattr(args, k) for k in ("trials", "seed", "backend", "method", "chunk")
+    run = {k: getattr(args, k) for k in ("trials", "seed", "backend", "method", "chunk", "proposal")
            if getattr(args, k) is not None}
     if args.theory_only is not None:
         run["theory_only"] = args.theory_only
