@@ -386,7 +386,7 @@ def _choose_proposals(s):
             s.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
                              f"about {plain_reach:.3g} times (< {REACH_MIN:g})")
             continue
-        n = PILOT_TRIALS
+        n = min(PILOT_TRIALS, s.trials)  # a short run's pilot is as long as the run
         sq = []
         for _, e, xp in reduced.estimate_chunks(
             key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms, trials=n,
