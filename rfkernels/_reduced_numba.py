@@ -352,48 +352,80 @@ def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
     c[comp] = cn
 
 
+# The trial's likelihood-ratio weight (= rfkernels.reduced.tilt_weights), one function per
+# case so that a kernel compiles (and LLVM vectorises) only its own loop: r[i] <- the ratio of
+# component i, then _mixture. ``v``: projections (chi norms) or direction coordinates (fixed).
+
+
+@scalar(inline="always")
+def _ratios_chi(v, r, m, tp):
+    for i in range(m):
+        r[i] = exp(tp[1] * v[i] + tp[4])
+
+
+@scalar(inline="always")
+def _ratios_chi_symmetric(v, r, m, tp):
+    shift = tp[1]
+    c0 = tp[4]
+    for i in range(m):
+        r[i] = 0.5 * (exp(shift * v[i] + c0) + exp(c0 - shift * v[i]))
+
+
+@scalar(inline="always")
+def _ratios_chi_tail(v, q, r, m, tp):
+    """OPRF, iid rows: W_i = q[i] (the tail of |w_i|^2)."""
+    for i in range(m):
+        r[i] = exp(tp[1] * v[i] + (tp[3] * q[i] + tp[4]))
+
+
+@scalar(inline="always")
+def _ratios_chi_length(v, q, r, m, tp):
+    """OPRF, blocks: W_i = q[i] - v[i]^2 (squared length minus squared projection)."""
+    for i in range(m):
+        r[i] = exp(tp[1] * v[i] + (tp[3] * (q[i] - v[i] * v[i]) + tp[4]))
+
+
+@scalar(inline="always")
+def _ratios_fixed(v, r, m, tp):
+    for i in range(m):
+        r[i] = exp(tp[4] - tp[8] * log((1.0 - v[i]) + tp[6] * (1.0 + v[i])))
+
+
+@scalar(inline="always")
+def _ratios_fixed_symmetric(v, r, m, tp):
+    for i in range(m):
+        down = 1.0 - v[i]
+        up = 1.0 + v[i]
+        r[i] = 0.5 * (exp(tp[4] - tp[8] * log(down + tp[6] * up))
+                      + exp(tp[7] - tp[8] * log(down + tp[5] * up)))
+
+
+@scalar(inline="always")
+def _mixture(r, m, tp):
+    """The weight 1 / (alpha0 + (1 - alpha0) mean_i r_i)."""
+    return 1.0 / (tp[0] + (1.0 - tp[0]) * (_sum8(r, 0, m) / m))
+
+
 @scalar(inline="always")
 def _weight(v, q, r, m, symmetric, chi, w_mode, tp):
-    """The trial's likelihood-ratio weight (= rfkernels.reduced.tilt_weights); ``r`` is scratch.
+    """The weight of a trial, the case chosen at run time (the CUDA kernel's way).
 
-    ``v``: projections (chi) or direction coordinates (fixed); ``w_mode``:
-    0 no W term, 1 ``W = q``, 2 ``W = q - v**2``. One branch-free loop per
-    case, so that LLVM vectorises the exponentials.
+    ``w_mode``: 0 no W term, 1 ``W = q``, 2 ``W = q - v**2`` (OPRF).
     """
-    shift = tp[1]
-    c1 = tp[3]
-    c0 = tp[4]
     if chi:
         if w_mode == 1:
-            for i in range(m):
-                r[i] = exp(shift * v[i] + (c1 * q[i] + c0))
+            _ratios_chi_tail(v, q, r, m, tp)
         elif w_mode == 2:
-            for i in range(m):
-                r[i] = exp(shift * v[i] + (c1 * (q[i] - v[i] * v[i]) + c0))
+            _ratios_chi_length(v, q, r, m, tp)
+        elif symmetric:
+            _ratios_chi_symmetric(v, r, m, tp)
         else:
-            for i in range(m):
-                r[i] = exp(shift * v[i] + c0)
-        if symmetric:
-            if w_mode == 1:
-                for i in range(m):
-                    r[i] = 0.5 * (r[i] + exp((c1 * q[i] + c0) - shift * v[i]))
-            elif w_mode == 2:
-                for i in range(m):
-                    r[i] = 0.5 * (r[i] + exp((c1 * (q[i] - v[i] * v[i]) + c0) - shift * v[i]))
-            else:
-                for i in range(m):
-                    r[i] = 0.5 * (r[i] + exp(c0 - shift * v[i]))
+            _ratios_chi(v, r, m, tp)
+    elif symmetric:
+        _ratios_fixed_symmetric(v, r, m, tp)
     else:
-        e_plus = tp[5]
-        e_minus = tp[6]
-        c_minus = tp[7]
-        n1 = tp[8]
-        for i in range(m):
-            r[i] = exp(c0 - n1 * log((1.0 - v[i]) + e_minus * (1.0 + v[i])))
-        if symmetric:
-            for i in range(m):
-                r[i] = 0.5 * (r[i] + exp(c_minus - n1 * log((1.0 - v[i]) + e_plus * (1.0 + v[i]))))
-    return 1.0 / (tp[0] + (1.0 - tp[0]) * (_sum8(r, 0, m) / m))
+        _ratios_fixed(v, r, m, tp)
+    return _mixture(r, m, tp)
 
 
 @scalar(inline="always")
@@ -474,7 +506,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
     w = 1.0
     block = d if ensemble != IID else 1
     gamma = -1.0 / (d - 1.0) if ensemble == SIMPLEX else 0.0
-    use_w = tilted and kind == OPRF and tp[3] != 0.0
+    use_w = kind == OPRF  # c1 = 0 (A = 0) gives 0 * W + c0 = c0: rfkernels.reduced's bits
     if not chi:  # p holds the direction coordinates
         if comp >= 0:
             _move_row(p, q, comp, negative, m, block, gamma, False, tp)
@@ -523,14 +555,14 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
     ``weights`` (otherwise ``weights`` is not touched).
     """
     BLOCK_IID = ENSEMBLE == IID
+    SYMMETRIC = KIND == HYPERBOLIC
 
     @numba.njit(parallel=True, cache=True, error_model="numpy")
-    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, symmetric, tp, out, weights):
+    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tp, out, weights):
         n = out.shape[0]
         n_batches = (n + BATCH - 1) // BATCH
         block = 1 if BLOCK_IID else d
         gamma = -1.0 / (d - 1.0) if ENSEMBLE == SIMPLEX else 0.0
-        use_w = TILT and KIND == OPRF and tp[3] != 0.0
         for batch in numba.prange(n_batches):
             p = np.empty(m)
             g = np.empty(m)
@@ -542,7 +574,7 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                 comp = -1
                 negative = False
                 if TILT:
-                    comp, negative = _choose(k0, k1, trial, m, tp[0], symmetric)
+                    comp, negative = _choose(k0, k1, trial, m, tp[0], SYMMETRIC)
                 if ENSEMBLE == ORTHOGONAL:
                     if CHI:
                         _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -561,7 +593,11 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                     if TILT:
                         if comp >= 0:
                             _move_row(p, q, comp, negative, m, block, gamma, False, tp)
-                        weights[t] = _weight(p, q, g, m, symmetric, False, 0, tp)
+                        if SYMMETRIC:
+                            _ratios_fixed_symmetric(p, g, m, tp)
+                        else:
+                            _ratios_fixed(p, g, m, tp)
+                        weights[t] = _mixture(g, m, tp)
                     _scale_fixed(m, d, p)
                 elif BLOCK_IID:
                     if TILT and comp >= 0:
@@ -571,7 +607,13 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                         if TILT and comp >= 0:
                             q[comp] = q[comp] * tp[2]
                     if TILT:
-                        weights[t] = _weight(p, q, g, m, symmetric, True, 1 if use_w else 0, tp)
+                        if KIND == OPRF:
+                            _ratios_chi_tail(p, q, g, m, tp)
+                        elif SYMMETRIC:
+                            _ratios_chi_symmetric(p, g, m, tp)
+                        else:
+                            _ratios_chi(p, g, m, tp)
+                        weights[t] = _mixture(g, m, tp)
                     if KIND == OPRF:
                         _add_squares(m, p, q)
                 else:
@@ -579,7 +621,13 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                         _move_row(p, q, comp, negative, m, block, gamma, True, tp)
                     _scale_chi(m, p, q)
                     if TILT:
-                        weights[t] = _weight(p, q, g, m, symmetric, True, 2 if use_w else 0, tp)
+                        if KIND == OPRF:
+                            _ratios_chi_length(p, q, g, m, tp)
+                        elif SYMMETRIC:
+                            _ratios_chi_symmetric(p, g, m, tp)
+                        else:
+                            _ratios_chi(p, g, m, tp)
+                        weights[t] = _mixture(g, m, tp)
                 if KIND == POSITIVE:
                     _positive_terms(length, m, p)
                 elif KIND == HYPERBOLIC:
@@ -647,9 +695,9 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
         the weights.
     """
     slope, curvature, offset = _oprf_args(kind, length, oprf)
-    symmetric, tp, weights = tilt_params(tilt, weights, out)
+    _, tp, weights = tilt_params(tilt, weights, out)  # symmetric follows from the kind
     kernel_for(ensemble, chi, kind, tilt is not None)(k0, k1, base, m, d, length, slope, curvature,
-                                                      offset, symmetric, tp, out, weights)
+                                                      offset, tp, out, weights)
 
 
 def tilt_params(tilt, weights, out):

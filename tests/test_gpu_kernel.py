@@ -6,7 +6,8 @@ checks run in one subprocess (``NUMBA_ENABLE_CUDASIM=1``) that executes this
 file as a script and prints its findings as JSON; the tests below read them.
 There, every device function is the CUDA twin built from the scalar source
 and runs as Python, so equality with the CPU kernel checks the source the
-device compiles. Tests marked ``gpu`` use a real device through CuPy.
+device compiles; the same holds for the tilted proposal's estimates and
+weights (issue 14). Tests marked ``gpu`` use a real device through CuPy.
 """
 
 import importlib.util
@@ -34,6 +35,16 @@ BEYOND_CASES = [(2, True, 0), (2, False, 1), (2, True, 2), (2, True, 3), (0, Tru
                 (1, True, 3)]
 BEYOND_TRIALS = 60
 OPRF_A = -0.15
+#: the tilted proposal of issue 14: (ensemble code, chi, kind code) for every sampler it applies to
+TILT_CASES = [(ens, chi, kind) for ens in (0, 1, 2) for chi in (True, False) for kind in (0, 1, 3)]
+#: (m, d) of the tilted cases: two blocks, the last partial; m < d; one projection; d = 1 (not simplex)
+TILT_SHAPES = [(5, 3), (3, 2), (1, 4), (2, 1)]
+TILT_TRIALS = 40
+TILT_LENGTH = 1.7  # moves of about 2|x + y| = 3.4: far from the plain law's draws
+TILT_OPRF_A = -0.2
+ENSEMBLE_NAMES = ("iid", "orthogonal", "simplex")
+#: monte_carlo_mse(proposal="tilted") on the GPU kernel against Numba: (ensemble, norms, kind)
+TILT_API = [("orthogonal", "chi", "positive"), ("simplex", "fixed", "hyperbolic"), ("iid", "chi", "oprf")]
 
 needs_numba_cuda = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
                                       reason="needs numba-cuda (the CUDA target of Numba)")
@@ -72,6 +83,34 @@ def _simulated():
             found["beyond"][f"{ens}-{chi}-{kind}-{m}-{d}"] = {
                 "equal": bool(np.array_equal(cpu, gpu)),
                 "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
+            }
+    # the tilted proposal: estimates and weights of the GPU kernel, the CPU kernel and NumPy
+    from rfkernels.reduced import estimate_chunks, tilt_for
+
+    found["tilted"] = {}
+    for ens, chi, kind in TILT_CASES:
+        for m, d in TILT_SHAPES:
+            if ens == 2 and d < 2:
+                continue
+            A = TILT_OPRF_A if kind == 3 else None
+            tilt = tilt_for(KINDS[kind], ENSEMBLE_NAMES[ens], "chi" if chi else "fixed", TILT_LENGTH, d, A=A)
+            oprf = oprf_constants(A, TILT_LENGTH, d) if kind == 3 else None
+            args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, chi, kind, TILT_LENGTH)
+            cpu, cpu_w = np.empty(TILT_TRIALS), np.empty(TILT_TRIALS)
+            _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, tilt=tilt, weights=cpu_w)
+            threads, blocks = LAUNCHES[(m + kind) % len(LAUNCHES)]
+            gpu, gpu_w = np.full(TILT_TRIALS, np.nan), np.full(TILT_TRIALS, np.nan)
+            _mc_cuda.gpu_reduced_estimates(*args, gpu, oprf=oprf, threads=threads, blocks=blocks, tilt=tilt,
+                                           weights=gpu_w)
+            _, ref, ref_w, _ = next(estimate_chunks(
+                KEY, TILT_LENGTH, m, d, KINDS[kind], ensemble=ENSEMBLE_NAMES[ens],
+                norms="chi" if chi else "fixed", trials=TILT_TRIALS, first=BASE & (2**40 - 1),
+                pair=BASE >> 40, backend="numpy", A=A, tilt=tilt))
+            found["tilted"][f"{ens}-{chi}-{kind}-{m}-{d}"] = {
+                "equal": bool(np.array_equal(cpu, gpu)) and bool(np.array_equal(cpu_w, gpu_w)),
+                "numpy_equal": bool(np.array_equal(cpu, ref)) and bool(np.array_equal(cpu_w, ref_w)),
+                "max_abs_diff": float(max(np.nanmax(np.abs(cpu - gpu)), np.nanmax(np.abs(cpu_w - gpu_w)))),
+                "weights_moved": bool(np.ptp(gpu_w) > 0) or tilt.shift == 0.0,
             }
     # launch shapes: estimates and moments of one case under several shapes
     args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 5, 3, True, True, 0, LENGTH)
@@ -113,7 +152,9 @@ def _simulated():
     for orth, chi, kind in CASES:
         opts = dict(ensemble="orthogonal" if orth else "iid", norms="chi" if chi else "fixed",
                     trials=300, seed=5)
-        runs = [monte_carlo_mse(x, y, 4, KINDS[kind], backend=b, **opts) for b in ("cupy", "numba")]
+        # plain: auto's pilot (16384 trials) would take minutes in the simulator
+        runs = [monte_carlo_mse(x, y, 4, KINDS[kind], backend=b, proposal="plain", **opts)
+                for b in ("cupy", "numba")]
         est = [trial_estimates(x, y, 4, KINDS[kind], backend=b, **opts) for b in ("cupy", "numba")]
         api[f"{orth}-{chi}-{kind}"] = {
             "result_equal": runs[0].to_dict() | {"elapsed_s": 0, "backend": ""}
@@ -121,6 +162,16 @@ def _simulated():
             "estimates_equal": bool(np.array_equal(est[0], est[1])),
         }
     found["api"] = api
+    tilted_api = {}
+    for ensemble, norms, kind in TILT_API:
+        opts = dict(ensemble=ensemble, norms=norms, trials=300, seed=5, proposal="tilted")
+        runs = [monte_carlo_mse(x, y, 4, kind, backend=b, **opts) for b in ("cupy", "numba")]
+        tilted_api[f"{ensemble}-{norms}-{kind}"] = {
+            "proposal": runs[0].proposal,
+            "result_equal": runs[0].to_dict() | {"elapsed_s": 0, "backend": ""}
+            == runs[1].to_dict() | {"elapsed_s": 0, "backend": ""},
+        }
+    found["tilted_api"] = tilted_api
     return found
 
 
@@ -151,6 +202,27 @@ def test_simulated_gpu_simplex_and_oprf_equal_cpu_bit_for_bit(simulated, ens, ch
     for m, d in SHAPES:
         case = simulated["beyond"][f"{ens}-{chi}-{kind}-{m}-{d}"]
         assert case["equal"], f"m={m}, d={d}: max |gpu - cpu| = {case['max_abs_diff']}"
+
+
+@needs_numba_cuda
+@pytest.mark.parametrize("ens, chi, kind", TILT_CASES,
+                         ids=[f"{ENSEMBLE_NAMES[e]}-{'chi' if c else 'fixed'}-{KINDS[k]}"
+                              for e, c, k in TILT_CASES])
+def test_simulated_gpu_tilted_estimates_and_weights_equal_cpu_bit_for_bit(simulated, ens, chi, kind):
+    shapes = [(m, d) for m, d in TILT_SHAPES if ens != 2 or d >= 2]
+    for m, d in shapes:
+        case = simulated["tilted"][f"{ens}-{chi}-{kind}-{m}-{d}"]
+        assert case["equal"], f"m={m}, d={d}: max |gpu - cpu| = {case['max_abs_diff']}"
+        assert case["numpy_equal"], f"m={m}, d={d}: the CPU kernel differs from NumPy"
+        assert case["weights_moved"], f"m={m}, d={d}: every weight equal"
+
+
+@needs_numba_cuda
+def test_simulated_monte_carlo_mse_tilted_on_cupy_equals_numba(simulated):
+    assert len(simulated["tilted_api"]) == len(TILT_API)
+    for case, found in simulated["tilted_api"].items():
+        assert found["proposal"] == "tilted", case
+        assert found["result_equal"], case
 
 
 @needs_numba_cuda
@@ -228,6 +300,38 @@ def test_device_estimates_match_cpu(orth, chi, kind):
     np.testing.assert_allclose(outs[0], cpu, rtol=1e-12, atol=1e-13)
     print(f"device == cpu bit for bit: {np.array_equal(outs[0], cpu)}; "
           f"max |diff| {np.max(np.abs(outs[0] - cpu)):.3g}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
+@needs_numba_cuda
+@pytest.mark.parametrize("ens, chi, kind", TILT_CASES)
+def test_device_tilted_estimates_and_weights_match_cpu(ens, chi, kind):
+    """The tilted proposal on a device: the same components, estimates and weights to rounding."""
+    import cupy
+
+    from rfkernels import _reduced_cuda as _mc_cuda, _reduced_numba as _mc_numba
+    from rfkernels.reduced import oprf_constants, tilt_for
+
+    n, m, d = 4096, 64, 16
+    A = TILT_OPRF_A if kind == 3 else None
+    tilt = tilt_for(KINDS[kind], ENSEMBLE_NAMES[ens], "chi" if chi else "fixed", TILT_LENGTH, d, A=A)
+    oprf = oprf_constants(A, TILT_LENGTH, d) if kind == 3 else None
+    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, chi, kind, TILT_LENGTH)
+    cpu, cpu_w = np.empty(n), np.empty(n)
+    _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, tilt=tilt, weights=cpu_w)
+    outs = []
+    for threads, blocks in ((128, None), (32, 3)):
+        out, w = cupy.empty(n), cupy.empty(n)
+        _mc_cuda.gpu_reduced_estimates(*args, out, oprf=oprf, threads=threads, blocks=blocks, tilt=tilt,
+                                       weights=w)
+        outs.append((out.get(), w.get()))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+    np.testing.assert_allclose(outs[0][0], cpu, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(outs[0][1], cpu_w, rtol=1e-10, atol=1e-13)
+    print(f"tilted device == cpu bit for bit: estimates {np.array_equal(outs[0][0], cpu)}, "
+          f"weights {np.array_equal(outs[0][1], cpu_w)}")
 
 
 if __name__ == "__main__":  # the simulator subprocess of the fixture above

@@ -50,7 +50,7 @@ def _two_sample_z(a, b):
 @pytest.mark.parametrize("ensemble, norms", CASES, ids=CASE_IDS)
 def test_reduced_agrees_with_literal_and_theory(kind, ensemble, norms):
     red = monte_carlo_mse(X, Y, M, kind, ensemble=ensemble, norms=norms, trials=200_000,
-                          seed=11, backend="numba")
+                          seed=11, backend="numba", proposal="plain")
     lit = monte_carlo_mse(X, Y, M, kind, ensemble=ensemble, norms=norms, trials=5_000,
                           seed=12, method="literal")
     assert red.tail_ok and lit.tail_ok
@@ -67,7 +67,7 @@ def test_numpy_backend_matches_theory_beyond_one_block(ensemble, norms):
     # m = 20 > 2d: two full blocks and a partial one, an odd number of normal pairs
     x, y = theory.pair(6, 0.6, 0.4, 2.0)
     r = monte_carlo_mse(x, y, 19, "positive", ensemble=ensemble, norms=norms, trials=60_000,
-                        seed=5)
+                        seed=5, proposal="plain")
     assert r.tail_ok and abs(r.z) < 4
 
 
@@ -84,14 +84,14 @@ def test_bias_zero_for_haar_nonzero_for_unfixed_qr():
     assert bad.mse_exact is None and bad.z is None
     # fixed norms are biased by design: E = Λ 0F1(; d/2; d|u|²/4) instead of SM
     fixed = monte_carlo_mse(X, Y, M, "positive", ensemble="orthogonal", norms="fixed",
-                            trials=400_000, seed=4, backend="numba")
+                            trials=400_000, seed=4, backend="numba", proposal="plain")
     assert fixed.bias_z < -4
 
 
 def test_unbiased_reduced_estimates():
     for kind in KINDS:
         r = monte_carlo_mse(X, Y, M, kind, ensemble="orthogonal", trials=200_000, seed=6,
-                            backend="numba")
+                            backend="numba", proposal="plain")
         assert abs(r.bias_z) < 4
         assert r.mean_estimate == pytest.approx(r.sm, rel=0.01)
 
@@ -153,7 +153,7 @@ def test_numba_one_and_two_threads_identical():
             est = [trial_estimates(X, Y, M, "positive", ensemble=e, norms=n, trials=5_000,
                                    seed=8, backend="numba") for e, n in CASES]
             res = monte_carlo_mse(X, Y, M, "hyperbolic", ensemble="orthogonal", trials=300_000,
-                                  seed=8, backend="numba", chunk=70_000)
+                                  seed=8, backend="numba", chunk=70_000, proposal="plain")
             out[threads] = (est, res)
     finally:
         numba.set_num_threads(before)
@@ -187,7 +187,7 @@ def test_stale_kernel_cache_is_flushed(tmp_path):
 
 
 def test_chunking_changes_nothing():
-    kw = {"ensemble": "orthogonal", "trials": 40_000, "seed": 9}
+    kw = {"ensemble": "orthogonal", "trials": 40_000, "seed": 9, "proposal": "plain"}
     ref = monte_carlo_mse(X, Y, M, "positive", backend="numba", **kw)
     for backend, chunk in (("numba", 997), ("numba", 40_000), ("numpy", 3_001)):
         r = monte_carlo_mse(X, Y, M, "positive", backend=backend, chunk=chunk, **kw)
@@ -262,7 +262,7 @@ def test_tail_flags_heavy_case_not_tame_case():
     heavy = monte_carlo_mse(heavy_x, heavy_y, 4, "positive", trials=200_000, seed=2, backend="numba",
                             proposal="plain")
     assert not heavy.tail_ok and heavy.tail.k_hat > 0.7
-    tame = monte_carlo_mse(X, Y, 4, "positive", trials=200_000, seed=2, backend="numba")
+    tame = monte_carlo_mse(X, Y, 4, "positive", trials=200_000, seed=2, backend="numba", proposal="plain")
     assert tame.tail_ok and tame.tail.k_hat < 0.4
     assert tame.tail.max_share < 0.01 < heavy.tail.max_share
     assert tame.tail.n_tail == int(np.ceil(3 * np.sqrt(200_000)))
@@ -294,18 +294,18 @@ def test_unreached_tail_is_flagged():
     # sample reaches; the estimates all look alike and the sample MSE is off by e^400
     x, y = theory.pair(16, 10.0, 10.0, 0.0)
     r = monte_carlo_mse(x, y, 16, "positive", ensemble="orthogonal", trials=2_000, seed=0,
-                        backend="numba")
+                        backend="numba", proposal="plain")
     assert r.mse < 1e-100 * r.mse_exact
     assert not r.tail_ok and r.tail.reach < 1e-300 and "reach" in r.tail.note
     # the tame case reaches it plenty of times; trig has no such region
-    tame = monte_carlo_mse(X, Y, M, "hyperbolic", trials=10_000, seed=0, backend="numba")
+    tame = monte_carlo_mse(X, Y, M, "hyperbolic", trials=10_000, seed=0, backend="numba", proposal="plain")
     assert tame.tail.reach == pytest.approx(
         10_000 * M * 2 * stats.norm.sf(2 * np.sqrt(0.5)), rel=1e-12)
     assert monte_carlo_mse(X, Y, M, "trig", trials=100, seed=0).tail.reach is None
 
 
 def test_few_trials_flag_the_tail():
-    r = monte_carlo_mse(X, Y, M, "positive", trials=10, seed=0)
+    r = monte_carlo_mse(X, Y, M, "positive", trials=10, seed=0, proposal="plain")
     assert r.trials == 10 and not r.tail_ok and np.isnan(r.tail.k_hat)
     assert r.to_dict()["k_hat"] is None
 
@@ -313,7 +313,7 @@ def test_few_trials_flag_the_tail():
 def test_large_inputs_stay_finite_or_raise():
     # SM = e^50: estimates are accumulated relative to SM, results scaled back in log space
     x, y = theory.pair(4, 5.0, 5.0, np.pi / 2 - 2.0 / 25.0)
-    r = monte_carlo_mse(x, y, 4, "positive", trials=20_000, seed=0, backend="numba")
+    r = monte_carlo_mse(x, y, 4, "positive", trials=20_000, seed=0, backend="numba", proposal="plain")
     assert np.isfinite(r.mse) and r.mse > 0
     with pytest.raises(FloatingPointError, match="overflows float64"):
         big_x, big_y = theory.pair(4, 30.0, 30.0, 0.0)
@@ -519,7 +519,7 @@ def test_reported_numbers_do_not_depend_on_backend_or_chunk(kind):
     """Moments merge in fixed blocks of trials: the whole result is bit-identical."""
     x, y = theory.pair(8, 0.5, 0.5, 1.0)
     runs = [monte_carlo_mse(x, y, 8, kind, ensemble="orthogonal", trials=30001, seed=3,
-                            backend=backend, chunk=chunk)
+                            backend=backend, chunk=chunk, proposal="plain")
             for backend, chunk in (("numpy", None), ("numba", None), ("numpy", 1000),
                                    ("numba", 7777))]
     keys = {(r.mse, r.stderr, r.ci95, r.bias, r.bias_stderr, r.mean_estimate, r.z,
