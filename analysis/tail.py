@@ -122,10 +122,13 @@ def _gpd_k(exceedances):
     b = b / (prior_bs * quartile) + 1.0 / x[-1]
     # one b at a time: a (len(b), n) matrix would cost ~50 MB at n = 30000 (1e8 trials)
     k = np.array([np.log1p(-bj * x).mean() for bj in b])
-    len_scale = n * (np.log(-(b / k)) - k - 1.0)
-    with np.errstate(over="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        len_scale = n * (np.log(-(b / k)) - k - 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
         weights = 1.0 / np.exp(len_scale - len_scale[:, None]).sum(axis=1)
-    keep = weights >= 10 * np.finfo(np.float64).eps
+    keep = weights >= 10 * np.finfo(np.float64).eps  # NaN (a degenerate candidate) is not kept
+    if not np.any(keep):  # e.g. exceedances tied up to rounding: every candidate degenerate
+        return float("nan")
     weights, b = weights[keep], b[keep]
     weights = weights / weights.sum()
     b_post = float(np.sum(b * weights))
@@ -206,6 +209,8 @@ def tail_from_top(top, samples, total, maximum, constant, reach, below_resolutio
             fit_problem = "the largest squared errors are tied: no tail fit"
         else:
             k = float(_gpd_k(exceed))
+            if math.isnan(k):
+                fit_problem = "the largest squared errors are tied up to rounding: no tail fit"
 
     if below_resolution:
         ok, note = False, ("the squared errors are at the rounding level of the estimates "
@@ -214,19 +219,19 @@ def tail_from_top(top, samples, total, maximum, constant, reach, below_resolutio
     elif constant and maximum == 0.0:
         ok, note = True, "every squared error is 0: the estimator is exact here"
     elif reach is not None and reach < REACH_MIN:
-        ok, note = False, (f"the trials reach the region the MSE comes from (beyond 2|x+y|) "
+        ok, note = False, (f"the trials reach the region the MSE comes from (see tail.reach) "
                            f"about {reach:.3g} times (< {REACH_MIN:g}): the MSE is likely "
                            "underestimated and its standard error meaningless")
     elif constant:
         ok, note = False, "every squared error is the same nonzero value: no spread was sampled"
-    elif fit_problem is not None:
-        ok, note = False, fit_problem
     elif k < TAIL_K_MAX:
         ok, note = True, f"k_hat < {TAIL_K_MAX}: squared errors have a finite variance"
-    elif maximum <= FLAT_TAIL_RATIO * total / samples:
+    elif n_tail >= MIN_TAIL and maximum <= FLAT_TAIL_RATIO * total / samples:
         ok, note = True, (f"the largest squared error is at most {FLAT_TAIL_RATIO:g} times their "
-                          f"mean: the tail is bounded in effect (k_hat = {k:.2f} fits the spread "
-                          "of nearly equal top values, not a heavy tail)")
+                          "mean: the tail is bounded in effect (a k_hat fits the spread of nearly "
+                          "equal top values, not a heavy tail)")
+    elif fit_problem is not None:
+        ok, note = False, fit_problem
     else:
         ok, note = False, f"k_hat >= {TAIL_K_MAX}: heavy tail, the standard error is not reliable"
     return TailDiagnostic(k, float(share), n_tail, reach, bool(ok), note)
