@@ -372,15 +372,8 @@ def _ratios_chi_symmetric(v, r, m, tp):
 
 
 @scalar(inline="always")
-def _ratios_chi_tail(v, q, r, m, tp):
-    """OPRF, iid rows: W_i = q[i] (the tail of |w_i|^2)."""
-    for i in range(m):
-        r[i] = exp(tp[1] * v[i] + (tp[3] * q[i] + tp[4]))
-
-
-@scalar(inline="always")
 def _ratios_chi_length(v, q, r, m, tp):
-    """OPRF, blocks: W_i = q[i] - v[i]^2 (squared length minus squared projection)."""
+    """OPRF: W_i = q[i] - v[i]^2 (squared length minus squared projection)."""
     for i in range(m):
         r[i] = exp(tp[1] * v[i] + (tp[3] * (q[i] - v[i] * v[i]) + tp[4]))
 
@@ -410,12 +403,10 @@ def _mixture(r, m, tp):
 def _weight(v, q, r, m, symmetric, chi, w_mode, tp):
     """The weight of a trial, the case chosen at run time (the CUDA kernel's way).
 
-    ``w_mode``: 0 no W term, 1 ``W = q``, 2 ``W = q - v**2`` (OPRF).
+    ``w_mode``: 0 no W term, 2 ``W = q - v**2`` (OPRF, ``q`` the squared lengths).
     """
     if chi:
-        if w_mode == 1:
-            _ratios_chi_tail(v, q, r, m, tp)
-        elif w_mode == 2:
+        if w_mode == 2:
             _ratios_chi_length(v, q, r, m, tp)
         elif symmetric:
             _ratios_chi_symmetric(v, r, m, tp)
@@ -513,21 +504,19 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
         if tilted:
             w = _weight(p, q, g, m, symmetric, False, 0, tp)
         _scale_fixed(m, d, p)
-    elif ensemble == IID:  # p holds the projections
-        if comp >= 0:
-            p[comp] = p[comp] + (-tp[1] if negative else tp[1])
-        if kind == OPRF:
-            _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
+    else:
+        if ensemble == IID:  # p holds the projections
             if comp >= 0:
-                q[comp] = q[comp] * tp[2]
-        if tilted:
-            w = _weight(p, q, g, m, symmetric, True, 1 if use_w else 0, tp)
-        if kind == OPRF:
-            _add_squares(m, p, q)
-    else:  # direction coordinates in p, squared lengths in q
-        if comp >= 0:
-            _move_row(p, q, comp, negative, m, block, gamma, True, tp)
-        _scale_chi(m, p, q)
+                p[comp] = p[comp] + (-tp[1] if negative else tp[1])
+            if kind == OPRF:
+                _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
+                if comp >= 0:
+                    q[comp] = q[comp] * tp[2]
+                _add_squares(m, p, q)
+        else:  # direction coordinates in p, squared lengths in q
+            if comp >= 0:
+                _move_row(p, q, comp, negative, m, block, gamma, True, tp)
+            _scale_chi(m, p, q)
         if tilted:
             w = _weight(p, q, g, m, symmetric, True, 2 if use_w else 0, tp)
     if kind == POSITIVE:
@@ -599,28 +588,20 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                             _ratios_fixed(p, g, m, tp)
                         weights[t] = _mixture(g, m, tp)
                     _scale_fixed(m, d, p)
-                elif BLOCK_IID:
-                    if TILT and comp >= 0:
-                        p[comp] = p[comp] + (-tp[1] if negative else tp[1])
-                    if KIND == OPRF:
-                        _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
-                        if TILT and comp >= 0:
-                            q[comp] = q[comp] * tp[2]
-                    if TILT:
-                        if KIND == OPRF:
-                            _ratios_chi_tail(p, q, g, m, tp)
-                        elif SYMMETRIC:
-                            _ratios_chi_symmetric(p, g, m, tp)
-                        else:
-                            _ratios_chi(p, g, m, tp)
-                        weights[t] = _mixture(g, m, tp)
-                    if KIND == OPRF:
-                        _add_squares(m, p, q)
                 else:
-                    if TILT and comp >= 0:
-                        _move_row(p, q, comp, negative, m, block, gamma, True, tp)
-                    _scale_chi(m, p, q)
-                    if TILT:
+                    if BLOCK_IID:
+                        if TILT and comp >= 0:
+                            p[comp] = p[comp] + (-tp[1] if negative else tp[1])
+                        if KIND == OPRF:
+                            _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
+                            if TILT and comp >= 0:
+                                q[comp] = q[comp] * tp[2]
+                            _add_squares(m, p, q)
+                    else:
+                        if TILT and comp >= 0:
+                            _move_row(p, q, comp, negative, m, block, gamma, True, tp)
+                        _scale_chi(m, p, q)
+                    if TILT:  # p: the projections; q: |w_i|^2 (oprf)
                         if KIND == OPRF:
                             _ratios_chi_length(p, q, g, m, tp)
                         elif SYMMETRIC:

@@ -342,8 +342,9 @@ def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=N
                     tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_OPRF_TAIL, xp=xp)
                 if draw is not None:
                     tail[rows, cols] *= tilt.wscale
-                    W = tail if needs_w else None
                 w2 = g * g + tail
+                if needs_w:  # as the kernels compute it, from the squared lengths
+                    W = w2 - g * g
             return g, w2, (g if draw is not None else None), W
         if d == 1:
             tail = xp.zeros((m, n))

@@ -85,19 +85,14 @@ def _simulated():
                 "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
             }
     # the tilted proposal: estimates and weights of the GPU kernel, the CPU kernel and NumPy
-    from rfkernels.reduced import estimate_chunks, tilt_for
+    from rfkernels.reduced import estimate_chunks
 
     found["tilted"] = {}
     for ens, chi, kind in TILT_CASES:
         for m, d in TILT_SHAPES:
             if ens == 2 and d < 2:
                 continue
-            A = TILT_OPRF_A if kind == 3 else None
-            tilt = tilt_for(KINDS[kind], ENSEMBLE_NAMES[ens], "chi" if chi else "fixed", TILT_LENGTH, d, A=A)
-            oprf = oprf_constants(A, TILT_LENGTH, d) if kind == 3 else None
-            args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, chi, kind, TILT_LENGTH)
-            cpu, cpu_w = np.empty(TILT_TRIALS), np.empty(TILT_TRIALS)
-            _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, tilt=tilt, weights=cpu_w)
+            A, tilt, oprf, args, cpu, cpu_w = _tilted_cpu(ens, chi, kind, m, d, TILT_TRIALS)
             threads, blocks = LAUNCHES[(m + kind) % len(LAUNCHES)]
             gpu, gpu_w = np.full(TILT_TRIALS, np.nan), np.full(TILT_TRIALS, np.nan)
             _mc_cuda.gpu_reduced_estimates(*args, gpu, oprf=oprf, threads=threads, blocks=blocks, tilt=tilt,
@@ -302,6 +297,20 @@ def test_device_estimates_match_cpu(orth, chi, kind):
           f"max |diff| {np.max(np.abs(outs[0] - cpu)):.3g}")
 
 
+
+def _tilted_cpu(ens, chi, kind, m, d, n):
+    """(A, tilt, oprf, kernel args, estimates, weights) of the CPU kernel for one tilted case."""
+    from rfkernels import _reduced_numba as _mc_numba
+    from rfkernels.reduced import oprf_constants, tilt_for
+
+    A = TILT_OPRF_A if kind == 3 else None
+    tilt = tilt_for(KINDS[kind], ENSEMBLE_NAMES[ens], "chi" if chi else "fixed", TILT_LENGTH, d, A=A)
+    oprf = oprf_constants(A, TILT_LENGTH, d) if kind == 3 else None
+    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, chi, kind, TILT_LENGTH)
+    cpu, cpu_w = np.empty(n), np.empty(n)
+    _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, tilt=tilt, weights=cpu_w)
+    return A, tilt, oprf, args, cpu, cpu_w
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
 @needs_numba_cuda
@@ -310,16 +319,10 @@ def test_device_tilted_estimates_and_weights_match_cpu(ens, chi, kind):
     """The tilted proposal on a device: the same components, estimates and weights to rounding."""
     import cupy
 
-    from rfkernels import _reduced_cuda as _mc_cuda, _reduced_numba as _mc_numba
-    from rfkernels.reduced import oprf_constants, tilt_for
+    from rfkernels import _reduced_cuda as _mc_cuda
 
     n, m, d = 4096, 64, 16
-    A = TILT_OPRF_A if kind == 3 else None
-    tilt = tilt_for(KINDS[kind], ENSEMBLE_NAMES[ens], "chi" if chi else "fixed", TILT_LENGTH, d, A=A)
-    oprf = oprf_constants(A, TILT_LENGTH, d) if kind == 3 else None
-    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, chi, kind, TILT_LENGTH)
-    cpu, cpu_w = np.empty(n), np.empty(n)
-    _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, tilt=tilt, weights=cpu_w)
+    _, tilt, oprf, args, cpu, cpu_w = _tilted_cpu(ens, chi, kind, m, d, n)
     outs = []
     for threads, blocks in ((128, None), (32, 3)):
         out, w = cupy.empty(n), cupy.empty(n)
