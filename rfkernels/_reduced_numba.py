@@ -400,13 +400,13 @@ def _mixture(r, m, tp):
 
 
 @scalar(inline="always")
-def _weight(v, q, r, m, symmetric, chi, w_mode, tp):
+def _weight(v, q, r, m, symmetric, chi, with_w, tp):
     """The weight of a trial, the case chosen at run time (the CUDA kernel's way).
 
-    ``w_mode``: 0 no W term, 2 ``W = q - v**2`` (OPRF, ``q`` the squared lengths).
+    ``with_w``: include the W term, ``W = q - v**2`` (OPRF, ``q`` the squared lengths).
     """
     if chi:
-        if w_mode == 2:
+        if with_w:
             _ratios_chi_length(v, q, r, m, tp)
         elif symmetric:
             _ratios_chi_symmetric(v, r, m, tp)
@@ -502,7 +502,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
         if comp >= 0:
             _move_row(p, q, comp, negative, m, block, gamma, False, tp)
         if tilted:
-            w = _weight(p, q, g, m, symmetric, False, 0, tp)
+            w = _weight(p, q, g, m, symmetric, False, False, tp)
         _scale_fixed(m, d, p)
     else:
         if ensemble == IID:  # p holds the projections
@@ -518,7 +518,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
                 _move_row(p, q, comp, negative, m, block, gamma, True, tp)
             _scale_chi(m, p, q)
         if tilted:
-            w = _weight(p, q, g, m, symmetric, True, 2 if use_w else 0, tp)
+            w = _weight(p, q, g, m, symmetric, True, use_w, tp)
     if kind == POSITIVE:
         _positive_terms(length, m, p)
     elif kind == HYPERBOLIC:
