@@ -119,25 +119,15 @@ import numpy as np
 from scipy import linalg, special
 
 from . import _hypergeometric as hg
-from .validation import check_choice, check_finite, check_norms
+from . import closed_form as cf
+from .validation import check_finite
 
-#: Kinds with an exact theory here (``"oprf"`` is new; the simplex ensemble covers all).
-EXACT_KINDS = ("trig", "positive", "hyperbolic", "oprf")
-#: Ensembles with an exact theory here.
-EXACT_ENSEMBLES = ("iid", "orthogonal", "simplex")
 
 _LN2 = np.log(2.0)
 #: Largest (points x nodes) array evaluated at once.
 _CHUNK_ELEMENTS = 1 << 18
 #: Below this q the hyperbolic and trig C/V are their q -> 0 limit (exact to rounding).
 _TINY = 1e-100
-
-
-def _theory():
-    """:mod:`rfkernels.theory`, imported at call time (it will import this module)."""
-    from . import theory
-
-    return theory
 
 
 # ---------------------------------------------------------------------------
@@ -172,20 +162,6 @@ def oprf_optimal_a_from_geometry(geom):
     return oprf_optimal_a(np.asarray(geom.s) / np.asarray(geom.d))
 
 
-def _check_a(A, shape):
-    """Validated float64 ``A`` (finite, < 1/8), broadcastable to ``shape``."""
-    a = check_finite(A, "A")
-    if np.any(a >= 0.125):
-        raise ValueError(f"A must be < 1/8 (the OPRF second moment is infinite beyond); got {A!r}")
-    try:
-        np.broadcast_shapes(a.shape, shape)
-    except ValueError:
-        raise ValueError(
-            f"A of shape {a.shape} does not broadcast with the batch shape {shape}"
-        ) from None
-    return a
-
-
 def _oprf_log_g_terms(s, d, A):
     """``(g, r)`` with ``g = log(E f_A^2 / SM^2)``; ``A=None`` means ``A*``."""
     s = np.asarray(s, dtype=np.float64)
@@ -203,8 +179,6 @@ def oprf_log_variance_from_geometry(geom, A=None):
     non-negative terms, so no cancellation); ``A=None`` uses ``A*`` of each
     point. ``-inf`` where ``V_A = 0`` (``s = 0`` and ``A = 0``).
     """
-    if A is not None:
-        A = _check_a(A, np.shape(geom.s))
     g, _ = _oprf_log_g_terms(geom.s, geom.d, A)
     with np.errstate(divide="ignore"):
         out = -2.0 * geom.half_sq + geom.s + _log_expm1(g)
@@ -501,9 +475,7 @@ def log_simplex_covariance_from_geometry(geom, kind):
     positive one, for every A). See the module notes for the formulas.
     Requires ``d >= 2``. ``(-inf, 0)`` where ``C = 0`` (``q = 0``).
     """
-    check_choice(kind, "kind", EXACT_KINDS)
     d, q, pref2 = _kind_arrays(geom, kind)
-    _check_simplex_d(d)
     shape = q.shape
     qf, df = q.ravel(), d.ravel()
     log_abs = np.full(qf.shape, -np.inf)
@@ -533,12 +505,6 @@ def _kind_arrays(geom, kind):
     return d, s, -2.0 * half_sq
 
 
-def _check_simplex_d(d):
-    if np.any(d < 2):
-        raise ValueError("ensemble='simplex' needs d >= 2 (a regular simplex of d unit "
-                         "vectors with pairwise cosine -1/(d-1)); got d = 1")
-
-
 # ---------------------------------------------------------------------------
 # The exact MSE
 # ---------------------------------------------------------------------------
@@ -560,49 +526,40 @@ def _log_v_over(kind, q, g=None):
     return out
 
 
-def exact_mse_beyond_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None,
-                                   log=False):
-    r"""Exact MSE of OPRF features (iid, orthogonal, simplex) and of simplex ensembles.
+def log_mse_beyond(geom, m, kind, ensemble, A):
+    r"""log of the exact MSE of OPRF features (iid, orthogonal, simplex) and of simplex ensembles.
+
+    Nothing is checked here: :func:`rfkernels.theory.exact_mse_from_geometry`
+    validates (into an :class:`rfkernels.estimators.Estimator`) and the
+    registry's kinds call this with what they trust.
 
     Parameters
     ----------
     geom : rfkernels.theory.Geometry
         Invariants of the pair(s).
-    m : int or array_like of int
-        Projections; ``orthogonal`` and ``simplex`` come in blocks of ``d``
-        rows, the last one partial (a partial simplex block: its first
-        vertices).
+    m : ndarray of int
+        Projections (>= 1, broadcast with the batch); ``orthogonal`` and
+        ``simplex`` come in blocks of ``d`` rows, the last one partial (a
+        partial simplex block: its first vertices).
     kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
     ensemble : {'iid', 'orthogonal', 'simplex'}
-        Covers ``kind='oprf'`` with every ensemble, and ``ensemble='simplex'``
-        with every kind; the other combinations belong to
-        :func:`rfkernels.theory.exact_mse_from_geometry` (ValueError here).
-    norms : {'chi'}
-        OPRF and simplex features are defined with chi(d) norms (``'fixed'``
-        raises ValueError).
-    A : None, float or array_like, optional
+        ``kind='oprf'`` with every ensemble, ``ensemble='simplex'`` with every
+        kind (chi norms, d >= 2).
+    A : None, float or ndarray
         OPRF parameter (< 1/8), broadcast against the batch; ``None`` means
-        the optimal ``A*`` of each pair. Only for ``kind='oprf'``.
-    log : bool
-        Return the natural log of the MSE (finite wherever it is positive).
+        the optimal ``A*`` of each pair.
 
     Returns
     -------
     ndarray
-        The MSE (or its log), batch shape.
+        The log of the MSE, batch shape.
 
     Raises
     ------
-    ValueError
-        Unknown kind or ensemble, a combination theory.py covers, norms
-        'fixed', A >= 1/8 or not finite or given for another kind, d = 1 with
-        'simplex', m < 1 or not broadcastable.
-    TypeError
-        ``log`` not a bool; non-integer m.
     OverflowError
         ``|x ± y|^2 / (d - 1)`` beyond about 3300 (simplex quadrature).
     FloatingPointError
-        The MSE overflows float64 (use ``log=True``).
+        ``1 + (P/m) C/V`` rounded to <= 0.
 
     Notes
     -----
@@ -621,27 +578,6 @@ def exact_mse_beyond_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi"
     tests/test_beyond_theory.py -k against_mpmath -rP -p no:cacheprovider |
     grep worst``.
     """
-    th = _theory()
-    from .validation import check_bool
-
-    log = check_bool(log, "log")
-    check_choice(kind, "kind", EXACT_KINDS)
-    check_choice(ensemble, "ensemble", EXACT_ENSEMBLES)
-    check_norms(norms)
-    if kind != "oprf" and ensemble != "simplex":
-        raise ValueError(f"kind={kind!r} with ensemble={ensemble!r} is computed by "
-                         "rfkernels.theory.exact_mse_from_geometry")
-    if norms != "chi":
-        what = "OPRF features" if kind == "oprf" else "simplex random features"
-        raise ValueError(f"norms='fixed' has no exact theory for {what}: they are defined with "
-                         "chi(d) norms (every row marginally N(0, I_d)); use norms='chi'")
-    if A is not None and kind != "oprf":
-        raise ValueError(f"A is the OPRF parameter; it does not apply to kind={kind!r}")
-    m = th._check_m(m, geom)
-    if A is not None:
-        A = _check_a(A, np.shape(geom.s))
-    if ensemble == "simplex":
-        _check_simplex_d(np.asarray(geom.d))
     d, q, pref2 = _kind_arrays(geom, kind)
     # C/V depends on the geometry (and A), not on m: evaluate it on that shape only
     point_shape = np.broadcast_shapes(q.shape, np.shape(A) if A is not None else ())
@@ -649,7 +585,7 @@ def exact_mse_beyond_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi"
     a_arr = None if A is None else np.broadcast_to(A, point_shape)
     g = _oprf_log_g_terms(q, d, a_arr)[0] if kind == "oprf" else None
     log_v_over = _log_v_over(kind, q, g)
-    pairs = th.pairs_in_blocks(m, np.asarray(geom.d).astype(np.int64),
+    pairs = cf.pairs_in_blocks(m, np.asarray(geom.d).astype(np.int64),
                                "iid" if ensemble == "iid" else "orthogonal")
     ratio = np.zeros(point_shape)
     if ensemble == "orthogonal":  # kind == 'oprf': FAVOR+'s covariance Lambda^2 D(s/2)
@@ -669,4 +605,4 @@ def exact_mse_beyond_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi"
     with np.errstate(divide="ignore"):
         out = pref2 + log_v_over - np.log(m) + np.log1p(rel)
     out = np.broadcast_to(out, np.broadcast_shapes(point_shape, m.shape, pairs.shape))
-    return th._finish(out, log, "exact MSE")
+    return out

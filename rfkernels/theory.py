@@ -48,19 +48,19 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _beyond_theory as _bt
-from . import _hypergeometric as hg
+from .closed_form import finish as _finish
+from .closed_form import log_expm1 as _log_expm1
+from .closed_form import pairs_in_blocks
+from .estimators import estimator
 from .validation import (
     KINDS,
     NORMS,
     PAPER_KINDS,
     check_bool,
-    check_choice,
     check_finite,
     check_int,
     check_int_array,
-    check_kind,
     check_memory,
-    check_norms,
     check_same_d,
     check_vectors,
 )
@@ -68,8 +68,6 @@ from .validation import (
 #: Ensembles with a closed-form theory (the reference code's unfixed QR and
 #: SORF have none; simplex is exact for chi norms, see ``docs/beyond.rst``).
 THEORY_ENSEMBLES = ("iid", "orthogonal", "simplex")
-
-_LN2 = np.log(2.0)
 #: Float64 arrays of the batch shape alive at once in a theory evaluation, an
 #: upper estimate for the memory checks: tracemalloc measures peaks of 16 (chi
 #: norms) and 34 (fixed norms, series) for 20000 points (tests/test_api_edges.py).
@@ -202,114 +200,43 @@ def _check_m(m, geom, name="m"):
     return m
 
 
-def pairs_in_blocks(m, d, ensemble):
-    """``P = sum_j b_j (b_j - 1)``: ordered pairs of projections sharing a block.
-
-    Orthogonal projections come in blocks of ``d`` rows (the last one
-    partial); iid projections share no block (P = 0).
-    """
-    m = np.asarray(m, dtype=np.int64)
-    d = np.asarray(d, dtype=np.int64)
-    if ensemble == "iid":
-        return np.zeros(np.broadcast_shapes(m.shape, d.shape))
-    q, r = np.divmod(m, d)
-    return (q * d * (d - 1) + r * (r - 1)).astype(np.float64)
-
-
-def _finish(log_value, log, what):
-    """Return ``log_value`` or its exponential, refusing silent overflow."""
-    log_value = np.asarray(log_value, dtype=np.float64)
-    if np.any(np.isnan(log_value)):  # a bug, never an input condition
-        raise FloatingPointError(f"{what}: internal error (NaN)")
-    if np.any(log_value == np.inf):  # |x|^2 near float64's limit: even the log overflows
-        raise FloatingPointError(
-            f"{what}: the natural log of the value overflows float64 at "
-            f"{int(np.count_nonzero(log_value == np.inf))} point(s) (squared norms near "
-            "1.8e308); rescale the inputs"
-        )
-    if log:
-        return log_value[()]
-    over = log_value > np.log(np.finfo(np.float64).max)
-    if np.any(over):
-        raise FloatingPointError(
-            f"{what} overflows float64 at {int(np.count_nonzero(over))} of "
-            f"{log_value.size} point(s); use log=True (or the log_* function) "
-            "for the natural log of the value"
-        )
-    return np.exp(log_value)[()]
-
-
-def _log_expm1(a):
-    """``log(e^a - 1)`` for a > 0 without overflow."""
-    a = np.asarray(a, dtype=np.float64)
-    small = a <= 30.0
-    with np.errstate(under="ignore", divide="ignore"):  # a = 0 is never taken from here
-        big = a + np.log1p(-np.exp(-a))
-    return np.where(small, np.log(np.expm1(np.where(small, a, 1.0))), big)
-
-
-def _log_neg_expm1_neg(a):
-    """``log(1 - e^{-a})`` for a >= 0."""
-    with np.errstate(divide="ignore"):
-        return np.log(-np.expm1(-np.asarray(a, dtype=np.float64)))
-
-
 # ---------------------------------------------------------------------------
 # Lemma 2 and Theorem 2 (as stated in the paper)
 # ---------------------------------------------------------------------------
 
 
-def _check_paper_kind(kind, what):
-    """Lemma 2 is the paper's statement about its three kinds: refuse the others clearly."""
-    check_kind(kind)
-    if kind not in PAPER_KINDS:
-        raise ValueError(
-            f"{what} is the Performer paper's statement for kind in {', '.join(map(repr, PAPER_KINDS))}; "
-            f"kind={kind!r} is beyond the paper: use theory.exact_mse (its exact MSE)")
-    return kind
-
-
 def no_closed_form_reason(kind, ensemble, norms):
     """Why :func:`exact_mse` has no value for this estimator, or None if it has one.
 
-    The one place that decides it: the analysis layer and the command line
-    ask here before computing (and say the same reason in tables and JSON).
+    The estimator's :attr:`rfkernels.estimators.Estimator.exact_mse`, by name
+    (the analysis layer and the command line ask before computing, and say
+    the same reason in tables and JSON).
     """
-    if ensemble not in THEORY_ENSEMBLES:
-        return f"no closed form for the {ensemble} ensemble (Monte Carlo only)"
-    if norms == "fixed" and (kind == "oprf" or ensemble == "simplex"):
-        return f"the exact MSE of kind={kind!r} with ensemble={ensemble!r} is derived for chi norms only"
-    return None
+    return estimator(kind, ensemble=ensemble, norms=norms).exact_mse.reason
 
 
 def no_lemma2_reason(kind, norms):
     """Why Lemma 2 does not apply, or None if it does (the paper's kinds, chi norms)."""
-    if kind not in PAPER_KINDS:
-        return f"Lemma 2 is the Performer paper's statement for {', '.join(PAPER_KINDS)}; not {kind}"
-    if norms != "chi":
-        return "Lemma 2 holds for chi norms only"
-    return None
+    return estimator(kind, norms=norms).lemma2.reason
+
+
+def no_theorem2_reason(kind, ensemble, norms, m=None, d=None):
+    """Why Theorem 2's bound does not apply, or None (positive, orthogonal, chi norms, m <= d)."""
+    return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).theorem2.reason
 
 
 def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
     """Lemma 2 of [1]_ for a :class:`Geometry`; see :func:`lemma2_mse`."""
     log = check_bool(log, "log")
-    _check_paper_kind(kind, "Lemma 2")
-    check_norms(norms)
-    if norms != "chi":
-        raise ValueError("norms='fixed' is not supported by Lemma 2 (it assumes chi norms, "
-                         "i.e. Gaussian projections); use exact_mse(..., norms='fixed')")
+    est = estimator(kind, norms=norms)
+    if not est.lemma2:
+        if est.kind.lemma2 is None:
+            raise ValueError(f"{est.lemma2.reason}: kind={kind!r} is beyond the paper: use "
+                             "theory.exact_mse (its exact MSE)")
+        raise ValueError(f"norms={norms!r} is not supported by Lemma 2 (it assumes chi norms, i.e. "
+                         f"Gaussian projections); use exact_mse(..., norms={norms!r})")
     m = _check_m(m, geom)
-    s, t, log_sm = geom.s, geom.t, geom.log_sm
-    with np.errstate(divide="ignore"):
-        log_pos = s + 2.0 * log_sm + _log_neg_expm1_neg(s) - np.log(m)
-        if kind == "positive":
-            out = log_pos
-        elif kind == "hyperbolic":
-            out = np.log(0.5) + _log_neg_expm1_neg(s) + log_pos
-        else:
-            out = s - 2.0 * log_sm + 2.0 * _log_neg_expm1_neg(t) - np.log(2.0 * m)
-    return _finish(out, log, "Lemma 2 MSE")
+    return _finish(est.kind.lemma2(geom, m), log, "Lemma 2 MSE")
 
 
 def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
@@ -362,10 +289,10 @@ def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
 def theorem2_bound_from_geometry(geom, m, *, norms="chi", log=False):
     """Theorem 2 of [1]_ for a :class:`Geometry`; see :func:`theorem2_bound`."""
     log = check_bool(log, "log")
-    check_norms(norms)
-    if norms != "chi":
-        raise ValueError("norms='fixed' is not supported by Theorem 2 (it assumes chi norms); "
-                         "use exact_mse(..., ensemble='orthogonal', norms='fixed')")
+    est = estimator("positive", ensemble="orthogonal", norms=norms)
+    if not est.theorem2:
+        raise ValueError(f"norms={norms!r} is not supported by Theorem 2 (it assumes chi norms); "
+                         f"use exact_mse(..., ensemble='orthogonal', norms={norms!r})")
     m = _check_m(m, geom)
     if np.any(m > geom.d):
         raise ValueError("Theorem 2 holds for m <= d only (one orthogonal block); "
@@ -373,7 +300,7 @@ def theorem2_bound_from_geometry(geom, m, *, norms="chi", log=False):
     s = geom.s
     # MSE_pos - 2(m-1)/(m(d+2)) (SM - Λ)^2
     #   = MSE_pos * (1 - 2(m-1)/(d+2) * expm1(s/2)^2 / (e^s expm1(s)))
-    log_pos = lemma2_mse_from_geometry(geom, m, "positive", log=True)
+    log_pos = est.kind.lemma2(geom, m)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(
             s > 0,
@@ -409,91 +336,31 @@ def theorem2_bound(x, y, m, *, norms="chi", log=False):
 # ---------------------------------------------------------------------------
 
 
-def _log_mse_chi(geom, m, kind, pairs):
-    """log MSE for chi norms (unbiased): log(V/m) + log1p((P/m) C/V)."""
-    s, t, d = geom.s, geom.t, geom.d
-    two_log_lam = -2.0 * geom.half_sq
-    if kind in ("positive", "hyperbolic"):
-        s_safe = np.where(s > 0, s, 1.0)
-        if kind == "positive":
-            log_v_over = s + _log_expm1(s_safe)
-        else:
-            log_v_over = 2.0 * _log_expm1(s_safe) - _LN2
-        log_v = two_log_lam + log_v_over
-        # C / V = D(s/2) / (V / Λ²),  D < 0
-        log_neg_d = hg.log_neg_chi_diff(np.where(s > 0, s, 0.0) / 2.0, d)
-        ratio = -np.exp(log_neg_d - log_v_over)
-        zero = s == 0
-    else:
-        t_safe = np.where(t > 0, t, 1.0)
-        log_v_over = 2.0 * np.log(-np.expm1(-t_safe)) - _LN2
-        log_v = -two_log_lam + log_v_over
-        # C/V = D(-t/2) / (V Λ²) -> -1/(d + 2) as t -> 0 (D ~ -t²/(2(d+2)), V Λ² ~ t²/2);
-        # below t = 1e-100 that limit is exact to rounding, and D/V would be 0 * inf
-        tiny = t < 1e-100
-        dval = hg.chi_diff_neg(np.where(tiny, 1.0, t) / 2.0, d)
-        ratio = np.where(tiny, -1.0 / (d + 2.0), dval * np.exp(-np.where(tiny, 0.0, log_v_over)))
-        zero = t == 0
-    with np.errstate(divide="ignore"):
-        out = log_v - np.log(m) + np.log1p(pairs / m * ratio)
-    return np.where(zero, -np.inf, out)
-
-
-def _log_mse_fixed(geom, m, kind, pairs):
-    """log MSE for fixed norms: bias² + (V + (P/m) C)/m, over the prefactor Λ^{±2}."""
-    d = geom.d
-    q = geom.s if kind != "trig" else -geom.t
-    y = d * q / 4.0
-    ratio = pairs / m
-    gap = ((d - 1.0) * m - pairs) / m  # exact: integers below 2**53
-    shape = np.broadcast_shapes(y.shape, np.shape(ratio))
-    y, d, ratio, gap = (np.broadcast_to(a, shape) for a in (y, d, ratio, gap))
-    m = np.broadcast_to(m, shape)
-    log_bias, log_w = np.empty(shape), np.empty(shape)
-    b = d / 2.0
-    ay = np.abs(y)
-    # The series serve y >= 0 (same-sign terms) and negative y whose absolute
-    # series stays below e^6; beyond, the trig moments come from quadrature,
-    # whose absolute accuracy suffices because the variance is then O(1).
-    series = (y >= 0) | (np.minimum(4.0 * ay / b, 4.0 * np.sqrt(ay)) <= 6.0)
-    if np.any(series):
-        (lb, _), (lw, sw) = hg.fixed_pieces_series(
-            y[series], d[series], ratio[series], gap[series], kind
-        )
-        log_bias[series] = lb
-        log_w[series] = np.where(sw > 0, lw, -np.inf)  # a variance: rounding below 0 is 0
-    quad = ~series
-    if np.any(quad):
-        yy, dd, rr = -y[quad], d[quad], ratio[quad]
-        f1, f2, f4 = (hg.hyp0f1_neg(c * yy, dd) for c in (1.0, 2.0, 4.0))
-        bias = f1 - np.exp(-yy / (dd / 2.0))
-        w = (1.0 + f4) / 2.0 - f1**2 + rr * (f2 - f1**2)
-        with np.errstate(divide="ignore"):
-            log_bias[quad] = np.log(np.abs(bias))
-            log_w[quad] = np.where(w > 0, np.log(np.abs(w)), -np.inf)
-    two_log_pref = -2.0 * geom.half_sq if kind != "trig" else 2.0 * geom.half_sq
-    return np.logaddexp(2.0 * log_bias, log_w - np.log(m)) + two_log_pref
-
-
 def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     """:func:`exact_mse` for a :class:`Geometry` (the form sweeps use)."""
     log = check_bool(log, "log")
-    check_kind(kind)
-    check_choice(ensemble, "ensemble", THEORY_ENSEMBLES)
-    check_norms(norms)
-    if kind == "oprf" or ensemble == "simplex":
-        return _bt.exact_mse_beyond_from_geometry(geom, m, kind, ensemble=ensemble, norms=norms,
-                                                  A=A, log=log)
-    if A is not None:
-        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
+    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True)
+    return exact_log_mse(geom, m, est, log=log)
+
+
+def exact_log_mse(geom, m, est, *, log=True):
+    """The exact MSE (its log by default) of a validated :class:`rfkernels.estimators.Estimator`.
+
+    ``m`` is checked against the batch; the estimator's capability says why
+    there is no closed form (ValueError) where there is none.
+    """
+    est.exact_mse.require()
     m = _check_m(m, geom)
-    pairs = pairs_in_blocks(m, geom.d.astype(np.int64), ensemble)
-    with np.errstate(over="ignore"):
-        if norms == "chi":
-            out = _log_mse_chi(geom, m, kind, pairs)
-        else:
-            out = _log_mse_fixed(geom, m, kind, pairs)
-    return _finish(out, log, "exact MSE")
+    if est.ensemble.min_d > 1 and np.any(np.asarray(geom.d) < est.ensemble.min_d):
+        estimator(est.kind.name, ensemble=est.ensemble.name, d=int(np.min(geom.d)))  # its message
+    A = getattr(est.params, "A", None)
+    if A is not None:
+        try:
+            np.broadcast_shapes(np.shape(A), np.shape(geom.s))
+        except ValueError:
+            raise ValueError(f"A of shape {np.shape(A)} does not broadcast with the batch shape "
+                             f"{np.shape(geom.s)}") from None
+    return _finish(est.kind.log_mse(geom, m, est), log, "exact MSE")
 
 
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
@@ -662,8 +529,10 @@ __all__ = [
     "geometry",
     "geometry_from_angle",
     "lemma2_mse",
+    "exact_log_mse",
     "no_closed_form_reason",
     "no_lemma2_reason",
+    "no_theorem2_reason",
     "lemma2_mse_from_geometry",
     "log_exact_mse",
     "oprf_optimal_a",

@@ -254,7 +254,7 @@ def test_theory_wiring():
         theory.exact_mse(x, y, 4, "positive", A=-0.1)
     with pytest.raises(ValueError, match="beyond the paper"):
         theory.lemma2_mse(x, y, 4, "oprf")
-    with pytest.raises(ValueError, match="ensemble must be one of"):
+    with pytest.raises(ValueError, match="no closed form for the sorf ensemble"):
         theory.exact_mse(x, y, 4, "positive", ensemble="sorf")
     with pytest.raises(ValueError, match="norms='fixed'"):
         theory.exact_mse(x, y, 4, "positive", ensemble="simplex", norms="fixed")

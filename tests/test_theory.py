@@ -320,8 +320,10 @@ def test_bad_input():
         exact_mse(x, y, 2.5, "positive")
     with pytest.raises(ValueError, match="kind must be one of 'trig', 'positive', 'hyperbolic'"):
         exact_mse(x, y, 2, "gaussian")
-    with pytest.raises(ValueError, match="ensemble must be one of 'iid', 'orthogonal'"):
+    with pytest.raises(ValueError, match="no closed form for the orthogonal-unfixed-qr ensemble"):
         exact_mse(x, y, 2, "positive", ensemble="orthogonal-unfixed-qr")
+    with pytest.raises(ValueError, match="ensemble must be one of 'iid', 'orthogonal'"):
+        exact_mse(x, y, 2, "positive", ensemble="haar")
     with pytest.raises(ValueError, match="norms must be one of 'chi', 'fixed'"):
         exact_mse(x, y, 2, "positive", norms="unit")
     with pytest.raises(ValueError, match="norms='fixed' is not supported by Lemma 2"):

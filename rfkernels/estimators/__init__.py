@@ -1,0 +1,38 @@
+"""Estimators as values: a registry of kinds, ensembles, norm laws and target kernels,
+and the frozen, validated :class:`Estimator` every layer passes down.
+
+- :mod:`.registry`: the axes and their entry types (:class:`Kind`,
+  :class:`Ensemble`, :class:`NormLaw`, :class:`TargetKernel`);
+- one module per kind (:mod:`.trig`, :mod:`.positive`, :mod:`.hyperbolic`,
+  :mod:`.oprf`), the ensembles (:mod:`.ensembles`), the norm laws
+  (:mod:`.norms`) and the target kernels (:mod:`.kernels`), each entry
+  registering itself on import (here, in this order: the order of
+  :func:`names`);
+- :mod:`.spec`: :func:`estimator`, the one place a choice is checked, and
+  the :class:`Estimator` with its capabilities.
+
+``docs/architecture.rst`` has the recipe for adding an entry.
+"""
+
+from __future__ import annotations
+
+from . import registry
+from . import trig, positive, hyperbolic, oprf  # noqa: F401  (kinds, in the order of KINDS)
+from . import ensembles, kernels, norms  # noqa: F401
+from .registry import Ensemble, Kind, NormLaw, TargetKernel, entry, names, register, unregister
+from .spec import Capability, Estimator, estimator
+
+__all__ = [
+    "Capability",
+    "Ensemble",
+    "Estimator",
+    "Kind",
+    "NormLaw",
+    "TargetKernel",
+    "entry",
+    "estimator",
+    "names",
+    "register",
+    "registry",
+    "unregister",
+]

@@ -1,0 +1,40 @@
+"""The projection ensembles: how the rows of W are coupled (the pair law's first half).
+
+Drawing whole matrices is :func:`rfkernels.draw_projections`; the reduced
+engine's laws of the scalar projections are in :mod:`rfkernels.reduced`
+(its kernels use :attr:`Ensemble.code`).
+"""
+
+from __future__ import annotations
+
+from . import registry
+
+#: The literal-only ensembles' reason for the reduced engine.
+_LITERAL = "use method='literal'"
+
+IID = registry.register("ensemble", registry.Ensemble(
+    name="iid", summary="independent Gaussian rows", blocked=False, cosine=None, code=0))
+
+ORTHOGONAL = registry.register("ensemble", registry.Ensemble(
+    name="orthogonal", summary="Haar-orthogonal blocks of d rows (QR with the sign fix)",
+    blocked=True, cosine=lambda d: 0.0, code=1))
+
+UNFIXED_QR = registry.register("ensemble", registry.Ensemble(
+    name="orthogonal-unfixed-qr",
+    summary="the reference code's QR without the sign fix (not Haar: biased)",
+    blocked=True, cosine=None,
+    reduced_reason=("method='reduced' has no sampler for ensemble='orthogonal-unfixed-qr': its "
+                    "projections are not rotation invariant, so the scalar projections cannot be "
+                    f"drawn on their own; {_LITERAL}"),
+    theory_reason="no closed form for the orthogonal-unfixed-qr ensemble (Monte Carlo only)"))
+
+SIMPLEX = registry.register("ensemble", registry.Ensemble(
+    name="simplex", summary="simplex random features: blocks with pairwise cosine -1/(d-1)",
+    blocked=True, cosine=lambda d: -1.0 / (d - 1.0), min_d=2,
+    min_d_note=" (a regular simplex of d unit vectors with pairwise cosine -1/(d-1))", code=2))
+
+SORF = registry.register("ensemble", registry.Ensemble(
+    name="sorf", summary="structured orthogonal random features (Hadamard-diagonal products)",
+    blocked=True, cosine=None,
+    reduced_reason=f"method='reduced': no reduced sampler yet for ensemble='sorf'; {_LITERAL}",
+    theory_reason="no closed form for the sorf ensemble (Monte Carlo only)"))

@@ -1,0 +1,48 @@
+"""Kind ``"hyperbolic"``: the Performer's hyperbolic features, :math:`\\Lambda \\cosh(\\omega \\cdot x)` in pairs.
+
+The normalised term of projection i is
+:math:`\\tfrac12 (e^{a p_i - a^2/2} + e^{-a p_i - a^2/2})`, :math:`a = |x + y|`;
+large on both sides, so the tilted proposal moves either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _elementary as elem
+from .. import closed_form as cf
+from .._elementary_numba import exp
+from .._scalar import scalar
+from . import pair_law, positive, registry
+
+
+def terms(p, w2, length, consts, xp):
+    """The normalised terms (m, n) of the scalar projections ``p``."""
+    half = 0.5 * length * length
+    ap = length * p
+    return 0.5 * (elem.exp(ap - half, xp) + elem.exp(-ap - half, xp))
+
+
+@scalar(inline="always")
+def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
+    """p[i] <- cosh form of :func:`terms`, in place."""
+    half = 0.5 * length * length
+    for i in range(m):
+        ap = length * p[i]
+        p[i] = 0.5 * (exp(ap - half) + exp(-ap - half))
+
+
+def lemma2(geom, m):
+    """log of Lemma 2's MSE: :math:`\\tfrac12 (1 - e^{-|u|^2})` times the positive one."""
+    with np.errstate(divide="ignore"):
+        return np.log(0.5) + cf.log_neg_expm1_neg(geom.s) + positive.lemma2(geom, m)
+
+
+KIND = registry.register("kind", registry.Kind(
+    name="hyperbolic",
+    summary="hyperbolic random features (cosh, 2m outputs)",
+    features_per_projection=2, on_sum=True, paper=True, nonnegative=True,
+    terms=terms, scalar_terms=scalar_terms,
+    log_mse=pair_law.paper_log_mse("hyperbolic"), theory_reason=pair_law.paper_theory_reason,
+    lemma2=lemma2, symmetric_tilt=True,
+))

@@ -1,0 +1,118 @@
+r"""Kind ``"oprf"``: optimal positive random features (Likhosherstov et al., 2022).
+
+:math:`f_A(\omega, x) = (1-4A)^{d/4} \exp(A|\omega|^2 + \sqrt{1-4A}\,\omega\cdot x - |x|^2/2)`,
+A < 1/8; A = 0 is FAVOR+. The parameter object :class:`OPRFParams` holds A
+as the user gave it: a float (or, for the theory, an array broadcast
+against the batch), or ``'auto'`` (also the default, None): each pair's
+variance-minimising ``A*`` (:func:`rfkernels.theory.oprf_optimal_a`). The
+normalised term is
+:math:`\exp((B a p_i - a^2/2) + (2A|\omega_i|^2 + \tfrac d2 \log(1 - 4A)))`,
+:math:`B = \sqrt{1 - 4A}`, so it needs the rows' squared lengths too.
+Formulas: ``docs/beyond.rst`` and :mod:`rfkernels._beyond_theory`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _beyond_theory as bt
+from .. import _elementary as elem
+from .._elementary_numba import exp
+from .._scalar import scalar
+from ..validation import check_finite
+from . import pair_law, registry
+
+#: The value of A that means "each pair's optimum A*".
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class OPRFParams:
+    """OPRF's parameter: ``A`` a float or float64 array (< 1/8), or None for ``'auto'``."""
+
+    A: object = None
+
+    @property
+    def auto(self):
+        return self.A is None
+
+
+def check_a(A, *, batch=False, required=False):
+    """The one check of OPRF's A: ``'auto'``/None (unless ``required``), or finite numbers < 1/8.
+
+    Returns a float (or, with ``batch``, a float64 array of any shape), or
+    None for ``'auto'``. Every entry point that takes A goes through here.
+    """
+    if A is None or (isinstance(A, str) and A == AUTO):
+        if required:
+            raise ValueError("kind='oprf' needs its parameter A (< 1/8); e.g. "
+                             "rfkernels.theory.oprf_optimal_a(x, y)")
+        return None
+    if isinstance(A, str):
+        raise ValueError(f"A must be a float < 1/8 or 'auto'; got {A!r}")
+    a = check_finite(A, "A")
+    if a.ndim != 0 and not batch:
+        raise ValueError(f"A must be one number < 1/8 (the OPRF parameter) or 'auto'; "
+                         f"got shape {a.shape}")
+    if np.any(a >= 0.125):
+        raise ValueError(f"A must be < 1/8 (the OPRF second moment is infinite beyond); got {A!r}")
+    return a if batch and a.ndim else float(a)
+
+
+def check_params(values, *, batch):
+    return OPRFParams(check_a(values.get("A"), batch=batch))
+
+
+def resolve(params, geom):
+    """The float A of one pair: as given, or the pair's ``A*`` where A is 'auto'."""
+    if params.auto:
+        return float(bt.oprf_optimal_a_from_geometry(geom))
+    return float(params.A)
+
+
+def constants(A, length, d):
+    """``(slope, curvature, offset)`` = :math:`(B a, 2A, \\tfrac d2 \\log(1 - 4A))`."""
+    return math.sqrt(1.0 - 4.0 * A) * length, 2.0 * A, 0.5 * d * math.log1p(-4.0 * A)
+
+
+def tilt_slope(A):
+    return math.sqrt(1.0 - 4.0 * A), A
+
+
+def terms(p, w2, length, consts, xp):
+    """The normalised terms (m, n) from the projections ``p`` and squared lengths ``w2``."""
+    slope, curvature, offset = consts
+    half = 0.5 * length * length
+    return elem.exp((slope * p - half) + (curvature * w2 + offset), xp)
+
+
+@scalar(inline="always")
+def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
+    """p[i] <- exp((slope p_i - a^2/2) + (curvature |w_i|^2 + offset)), q[i] = |w_i|^2."""
+    if not chi:
+        for i in range(m):
+            q[i] = float(d)
+    half = 0.5 * length * length
+    for i in range(m):
+        p[i] = exp((slope * p[i] - half) + (curvature * q[i] + offset))
+
+
+def log_mse(geom, m, est):
+    return bt.log_mse_beyond(geom, m, "oprf", est.ensemble.name, est.params.A)
+
+
+def theory_reason(ensemble, norms):
+    return pair_law.chi_only_reason(ensemble, norms, "OPRF features")
+
+
+KIND = registry.register("kind", registry.Kind(
+    name="oprf",
+    summary="optimal positive random features (parameter A < 1/8, default A* per pair)",
+    features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
+    terms=terms, scalar_terms=scalar_terms, log_mse=log_mse, theory_reason=theory_reason,
+    resolve=resolve, constants=constants, tilt_slope=tilt_slope,
+    needs_squared_norms=True, param_names=("A",), check_params=check_params,
+))

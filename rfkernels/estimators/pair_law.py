@@ -1,0 +1,49 @@
+"""How a kind's per-feature moments and pair terms make the exact MSE, per pair law.
+
+``MSE = bias^2 + (m V + P C) / m^2``: ``V`` the variance of one term, ``C``
+the covariance of two terms of one block, ``P`` the ordered pairs sharing a
+block (:func:`rfkernels.closed_form.pairs_in_blocks`). The pair law is the
+ensemble's coupling of two rows (independent, orthogonal, simplex) with the
+norm law's coupling of their lengths (chi or fixed). The numerics are in
+:mod:`rfkernels.closed_form` (iid and orthogonal, chi and fixed norms, the
+paper's kinds) and :mod:`rfkernels._beyond_theory` (OPRF, simplex); this
+module says which applies. Nothing here validates: the estimator is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _beyond_theory as bt
+from .. import closed_form as cf
+
+
+def chi_only_reason(ensemble, norms, what):
+    """The reason a chi-norm-only theory gives for fixed norms (None with chi norms)."""
+    if norms.chi:
+        return None
+    return (f"norms='fixed' has no exact theory for {what}: they are defined with chi(d) norms "
+            "(every row marginally N(0, I_d)); use norms='chi'")
+
+
+def paper_theory_reason(ensemble, norms):
+    """The paper's kinds: every pair law but simplex with fixed norms."""
+    if ensemble.name == "simplex":
+        return chi_only_reason(ensemble, norms, "simplex random features")
+    return None
+
+
+def paper_log_mse(kind_name):
+    """``log_mse(geom, m, est)`` of one of the paper's kinds (their closed forms share one shape)."""
+
+    def log_mse(geom, m, est):
+        if est.ensemble.name == "simplex":
+            return bt.log_mse_beyond(geom, m, kind_name, "simplex", None)
+        pairs = cf.pairs_in_blocks(m, geom.d.astype(np.int64), est.ensemble.name)
+        with np.errstate(over="ignore"):
+            if est.norms.chi:
+                return cf.log_mse_chi(geom, m, kind_name, pairs)
+            return cf.log_mse_fixed(geom, m, kind_name, pairs)
+
+    log_mse.__name__ = f"{kind_name}_log_mse"
+    return log_mse

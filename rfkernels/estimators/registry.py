@@ -1,0 +1,210 @@
+"""The estimator registry: three axes, each entry one module.
+
+- **kinds** (the feature map: its normalisation, its terms on every backend,
+  its exact theory, its parameter object and whether it can be tilted),
+- **ensembles** (the projection law: blocks, the cosine between two rows of
+  a block, which samplers exist) and **norm laws** (how the row norms are
+  drawn: chi or fixed),
+- **target kernels** (softmax today).
+
+An entry registers itself when its module is imported
+(:func:`register`); :mod:`rfkernels.estimators` imports the built-in ones.
+Every layer asks the registry for the names it accepts (:func:`names`) and
+for an entry (:func:`entry`), so a new entry needs no edit elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+#: The registry's axes.
+AXES = ("kind", "ensemble", "norms", "kernel")
+
+_ENTRIES = {axis: {} for axis in AXES}
+
+
+def register(axis, entry):
+    """Add ``entry`` (with a ``name``) to ``axis``; returns it (usable as a decorator's tail).
+
+    Names are unique per axis; registering a name again replaces nothing and raises.
+    """
+    if axis not in _ENTRIES:
+        raise ValueError(f"axis must be one of {', '.join(map(repr, AXES))}; got {axis!r}")
+    name = entry.name
+    if name in _ENTRIES[axis]:
+        raise ValueError(f"a {axis} named {name!r} is registered already")
+    _ENTRIES[axis][name] = entry
+    return entry
+
+
+def unregister(axis, name):
+    """Remove an entry (tests that register a toy kind clean up with this)."""
+    _ENTRIES[axis].pop(name, None)
+
+
+def names(axis):
+    """The registered names of ``axis``, in registration order."""
+    return tuple(_ENTRIES[axis])
+
+
+def entry(axis, name):
+    """The entry ``name`` of ``axis``; ValueError listing the valid names otherwise."""
+    table = _ENTRIES[axis]
+    if not isinstance(name, str) or name not in table:
+        label = "norms" if axis == "norms" else axis
+        valid = ", ".join(repr(c) for c in table)
+        raise ValueError(f"{label} must be one of {valid}; got {name!r}")
+    return table[name]
+
+
+def entries(axis):
+    """The registered entries of ``axis``, in registration order."""
+    return tuple(_ENTRIES[axis].values())
+
+
+# ---------------------------------------------------------------------------
+# The entries
+# ---------------------------------------------------------------------------
+
+
+def _no_params(values, *, batch):
+    return None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A feature map and everything every layer needs to know about it.
+
+    Attributes
+    ----------
+    name, summary : str
+    features_per_projection : int
+        Outputs per projection (1: positive, oprf; 2: trig, hyperbolic).
+    on_sum : bool
+        The terms depend on ``w . (x + y)`` (True) or on ``w . (x - y)`` (trig).
+    paper : bool
+        One of the Performer paper's three kinds (Lemma 2 speaks of them).
+    nonnegative : bool
+        Features are >= 0 (sum normalisation is defined).
+    terms : callable
+        ``terms(p, w2, length, consts, xp)``: the normalised terms of a
+        trial, (m, n) from the scalar projections ``p`` (and the squared row
+        lengths ``w2`` where ``needs_squared_norms``), vectorised.
+    scalar_terms : callable
+        The same, in place, as a :func:`rfkernels._scalar.scalar` source:
+        ``scalar_terms(length, slope, curvature, offset, m, d, chi, p, q)``
+        (the Numba and CUDA kernels inline it).
+    resolve : callable
+        ``resolve(params, geom) -> value``: the kind's parameters of one pair
+        (OPRF: the float A, ``A*`` of the pair where A is 'auto'); None for
+        kinds without parameters.
+    constants : callable
+        ``constants(value, length, d) -> (slope, curvature, offset)``, the
+        floats ``scalar_terms`` and ``terms`` take, computed once per pair
+        from ``resolve``'s value.
+    log_mse : callable or None
+        ``log_mse(geom, m, est)``: the natural log of the exact MSE of the
+        estimator ``est`` (a validated :class:`rfkernels.estimators.Estimator`)
+        at a :class:`rfkernels.theory.Geometry` and an int array ``m``.
+    theory_reason : callable
+        ``theory_reason(ensemble, norms) -> str or None``: why ``log_mse``
+        has no value for those entries (None: it has one).
+    lemma2 : callable or None
+        ``lemma2(geom, m)``: the log of Lemma 2's MSE (paper kinds only).
+    tilt_reason : str or None
+        Why the tilted proposal does not apply (None: it does).
+    tilt_slope : callable
+        ``tilt_slope(value) -> (B, A)`` of ``resolve``'s value: the term is ``exp(B a p + 2A|w|^2 + ...)``.
+    symmetric_tilt : bool
+        The terms are large on both sides (hyperbolic): the tilt moves either way.
+    needs_squared_norms : bool
+        The terms read the rows' squared lengths (oprf).
+    param_names : tuple of str
+        Keyword parameters of the kind (``("A",)`` for oprf).
+    check_params : callable
+        ``check_params(values, batch=...) -> params``: the kind's validated,
+        frozen parameter object from ``{name: value}`` (``batch=True``: the
+        theory's arrays are allowed).
+    """
+
+    name: str
+    summary: str
+    features_per_projection: int
+    on_sum: bool
+    paper: bool
+    nonnegative: bool
+    terms: Callable
+    scalar_terms: Callable
+    log_mse: Optional[Callable]
+    theory_reason: Callable
+    resolve: Callable = field(default=lambda params, geom: None)
+    constants: Callable = field(default=lambda value, length, d: (float(length), 0.0, 0.0))
+    lemma2: Optional[Callable] = None
+    tilt_reason: Optional[str] = None
+    tilt_slope: Callable = field(default=lambda value: (1.0, 0.0))
+    symmetric_tilt: bool = False
+    needs_squared_norms: bool = False
+    param_names: tuple = ()
+    check_params: Callable = _no_params
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """A projection ensemble: how rows are coupled.
+
+    Attributes
+    ----------
+    name, summary : str
+    blocked : bool
+        Rows come in independent blocks of ``d`` (the last one partial).
+    cosine : callable or None
+        ``cosine(d)``: the cosine between two rows' directions in a block (the
+        pair law's coupling; 0 orthogonal, -1/(d-1) simplex); None for iid.
+    min_d : int
+        Smallest dimension the ensemble exists in (``min_d_note`` says why).
+    code : int or None
+        The reduced kernels' code (None: no reduced sampler).
+    reduced_reason, theory_reason : str or None
+        Why there is no reduced sampler / no closed form (None: there is).
+    """
+
+    name: str
+    summary: str
+    blocked: bool
+    cosine: Optional[Callable]
+    min_d: int = 1
+    min_d_note: str = ""
+    code: Optional[int] = None
+    reduced_reason: Optional[str] = None
+    theory_reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class NormLaw:
+    """How the row norms are drawn.
+
+    Attributes
+    ----------
+    name, summary : str
+    chi : bool
+        Every row marginally N(0, I_d) (chi(d) norms; the kernels' flag).
+    """
+
+    name: str
+    summary: str
+    chi: bool
+
+
+@dataclass(frozen=True)
+class TargetKernel:
+    """The kernel the features estimate, as a transform of the softmax kernel.
+
+    ``transform(x, y) -> (x', y', log_factor)``: the target is
+    ``exp(log_factor) * exp(x'.y')``; relative errors are those of the
+    softmax estimator at ``(x', y')``.
+    """
+
+    name: str
+    summary: str
+    transform: Callable

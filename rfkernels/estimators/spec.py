@@ -1,0 +1,190 @@
+"""An estimator as a frozen, validated value (SciPy's frozen distributions are the model).
+
+:func:`estimator` checks a choice of target kernel, kind (with its
+parameters), ensemble, norm law and, where known, m and d once, and returns
+an :class:`Estimator`. The layers below the public entry points take it and
+check nothing again; what they need to know (is there an exact MSE, does
+Lemma 2 or Theorem 2 apply, can the reduced engine sample it, can it be
+tilted, does the GPU kernel take it) are its attributes, each a
+:class:`Capability` that carries its reason when absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..validation import check_int
+from . import registry
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Whether an estimator has something, and why not if it has not.
+
+    True in a boolean context when available; ``reason`` is None then.
+    :meth:`require` raises ``ValueError(reason)`` when it is absent.
+    """
+
+    reason: Optional[str] = None
+
+    def __bool__(self):
+        return self.reason is None
+
+    def require(self):
+        """Return self if available; else raise ValueError with the reason."""
+        if self.reason is not None:
+            raise ValueError(self.reason)
+        return self
+
+
+AVAILABLE = Capability()
+
+#: Largest m the GPU kernel takes (its per-thread scratch; rfkernels._reduced_cuda.MAX_M).
+GPU_MAX_M = 1024
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A validated estimator: target kernel, kind and parameters, ensemble, norm law, m, d.
+
+    Build it with :func:`estimator`; every field is already checked. ``m``
+    and ``d`` are None where the caller is vectorised over them (theory).
+
+    Attributes
+    ----------
+    kind : rfkernels.estimators.registry.Kind
+    ensemble : rfkernels.estimators.registry.Ensemble
+    norms : rfkernels.estimators.registry.NormLaw
+    kernel : rfkernels.estimators.registry.TargetKernel
+    params : object
+        The kind's parameter object (:attr:`Kind.check_params`), None for
+        kinds without parameters.
+    m, d : int or None
+    """
+
+    kind: registry.Kind
+    ensemble: registry.Ensemble
+    norms: registry.NormLaw
+    kernel: registry.TargetKernel
+    params: object = None
+    m: Optional[int] = None
+    d: Optional[int] = None
+
+    # -- capabilities -------------------------------------------------------
+
+    @property
+    def exact_mse(self):
+        """A closed-form exact MSE (:func:`rfkernels.theory.exact_mse`)."""
+        reason = self.ensemble.theory_reason
+        if reason is None and self.kind.log_mse is None:
+            reason = f"no closed form for kind={self.kind.name!r} (Monte Carlo only)"
+        if reason is None:
+            reason = self.kind.theory_reason(self.ensemble, self.norms)
+        return Capability(reason)
+
+    @property
+    def lemma2(self):
+        """Lemma 2 (the paper's iid MSE) applies: a paper kind with chi norms."""
+        if self.kind.lemma2 is None:
+            return Capability(f"Lemma 2 is the Performer paper's statement for "
+                              f"{', '.join(k.name for k in registry.entries('kind') if k.lemma2)}; "
+                              f"not {self.kind.name}")
+        if not self.norms.chi:
+            return Capability("Lemma 2 holds for chi norms only")
+        return AVAILABLE
+
+    @property
+    def theorem2(self):
+        """Theorem 2's bound applies: positive features, orthogonal, chi norms, m <= d."""
+        if self.kind.name != "positive" or self.ensemble.name != "orthogonal" or not self.norms.chi:
+            return Capability("Theorem 2 bounds positive features with orthogonal projections "
+                              "and chi norms only")
+        if self.m is not None and self.d is not None and self.m > self.d:
+            return Capability("Theorem 2 holds for m <= d only (one orthogonal block)")
+        return AVAILABLE
+
+    @property
+    def reduced(self):
+        """The reduced Monte Carlo engine samples it (``method='reduced'``)."""
+        return Capability(self.ensemble.reduced_reason)
+
+    @property
+    def tilted(self):
+        """The tilted importance-sampling proposal applies (reduced engine, unbounded terms)."""
+        if self.kind.tilt_reason is not None:
+            return Capability(self.kind.tilt_reason)
+        return self.reduced
+
+    @property
+    def gpu_kernel(self):
+        """The numba-cuda kernel takes it (reduced engine, m <= GPU_MAX_M)."""
+        if not self.reduced:
+            return self.reduced
+        if self.m is not None and self.m > GPU_MAX_M:
+            return Capability(f"the GPU kernel takes m <= {GPU_MAX_M}; got m={self.m}")
+        return AVAILABLE
+
+    # -- derived values -----------------------------------------------------
+
+    @property
+    def feature_dimension(self):
+        """Outputs of the feature map (None while m is unknown)."""
+        return None if self.m is None else self.kind.features_per_projection * self.m
+
+    def with_size(self, m=None, d=None):
+        """The same estimator at ``m`` projections in dimension ``d`` (checked)."""
+        return estimator(self.kind.name, ensemble=self.ensemble.name, norms=self.norms.name,
+                         kernel=self.kernel.name, m=self.m if m is None else m,
+                         d=self.d if d is None else d, params=self.params)
+
+    def describe(self):
+        """A dict of the choices (names and sizes), as results and JSON record them."""
+        return {"kernel": self.kernel.name, "kind": self.kind.name,
+                "ensemble": self.ensemble.name, "norms": self.norms.name,
+                "m": self.m, "d": self.d}
+
+
+def _param_owner(name):
+    owners = [k.name for k in registry.entries("kind") if name in k.param_names]
+    return " or ".join(f"kind={o!r}" for o in owners) or "no kind"
+
+
+def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=None,
+              batch=False, params=None, **values):
+    """The validated :class:`Estimator` of these choices: the one place they are checked.
+
+    Parameters
+    ----------
+    kind, ensemble, norms, kernel : str
+        Registered names (:func:`rfkernels.estimators.registry.names`); an
+        unknown name raises ValueError listing the valid ones.
+    m, d : int, optional
+        Projections (>= 1) and dimension (>= the ensemble's minimum).
+    batch : bool
+        Allow array-valued kind parameters (the theory's broadcasting).
+    params : object, optional
+        An already validated parameter object of this kind (from another
+        :class:`Estimator`); excludes keyword parameters.
+    **values
+        The kind's parameters by name (``A=`` for oprf). A parameter given
+        as None is left out; one that belongs to another kind is refused.
+    """
+    k = registry.entry("kind", kind)
+    e = registry.entry("ensemble", ensemble)
+    n = registry.entry("norms", norms)
+    t = registry.entry("kernel", kernel)
+    given = {name: v for name, v in values.items() if v is not None}
+    for name, v in given.items():
+        if name not in k.param_names:
+            raise ValueError(f"{name} is the parameter of {_param_owner(name)} only; "
+                             f"got {name}={v!r} with kind={k.name!r}")
+    if params is None:
+        params = k.check_params(given, batch=batch)
+    if m is not None:
+        m = check_int(m, "m")
+    if d is not None:
+        d = check_int(d, "d")
+        if d < e.min_d:
+            raise ValueError(f"ensemble={e.name!r} needs d >= {e.min_d}{e.min_d_note}; got d={d}")
+    return Estimator(k, e, n, t, params, m, d)
