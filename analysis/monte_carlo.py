@@ -86,16 +86,12 @@ from rfkernels.backends import BACKENDS, array_namespace, check_backend, to_nump
 from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_projections, projection_bytes
 from rfkernels.rng import key_from_seed
+from rfkernels.estimators import Estimator, estimator
 from rfkernels.validation import (
-    ENSEMBLES,
     check_choice,
-    check_ensemble,
-    check_finite,
     check_int,
-    check_kind,
     check_matrix,
     check_memory,
-    check_norms,
     check_same_d,
     check_vectors,
     seed_sequence,
@@ -160,28 +156,38 @@ LITERAL_CHUNK = 1024
 
 @dataclass
 class _Setup:
+    """A validated run: the estimator, the engine and everything known per pair before any trial.
+
+    Built by :func:`_setup` (the one place a Monte Carlo run is checked); the
+    proposal fields are filled by :func:`_choose_proposals`.
+    """
+
     X: np.ndarray
     Y: np.ndarray
-    m: int
-    d: int
-    kind: str
-    ensemble: str
-    norms: str
+    est: Estimator  # kind, ensemble, norms, m, d (validated)
     trials: int
     seq: np.random.SeedSequence
     backend: str
     method: str
     chunk: int
     progress: object
+    engine: object  # reduced.Engine (method 'reduced') or None
     norm: list  # Normalisation per pair
     exact: list  # exact MSE per pair or None
     sm: list
-    a: list  # OPRF parameter per pair (None for the other kinds)
+    a: list  # the kind's parameter per pair (OPRF: A; None for the other kinds)
+    consts: list  # the kind's constants per pair (the engine's floats)
     proposal: str = "plain"  # as requested: plain, tilted or auto
     tilts: list = None  # per pair: the Tilt drawn from, or None (plain); set by _choose_proposals
     notes: list = None  # per pair: why that proposal
     pilot_k: list = None  # per pair: the pilot's k-hat, or None (no pilot)
     fallback: list = None  # per pair: the Tilt to rerun with if auto's plain run comes out heavy
+
+    kind = property(lambda self: self.est.kind.name)
+    ensemble = property(lambda self: self.est.ensemble.name)
+    norms = property(lambda self: self.est.norms.name)
+    m = property(lambda self: self.est.m)
+    d = property(lambda self: self.est.d)
 
 
 def _recorded_entropy(entropy):
@@ -210,33 +216,6 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
 
 
 
-def _check_a(A, kind):
-    """None (A* of each pair) or one float < 1/8, for kind 'oprf' only."""
-    if A is None:
-        return None
-    if kind != "oprf":
-        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
-    arr = check_finite(A, "A")
-    if arr.ndim != 0 or not float(arr) < 0.125:
-        raise ValueError(f"A must be one number < 1/8 (the OPRF parameter); got {A!r}")
-    return float(arr)
-
-
-def _check_proposal(proposal, kind, method):
-    """``proposal`` validated; ``'tilted'`` refused, naming why, where there is nothing to tilt."""
-    check_choice(proposal, "proposal", PROPOSALS)
-    if proposal == "tilted":
-        if kind == "trig":
-            raise ValueError("proposal='tilted' is for positive, hyperbolic and oprf features: trig "
-                             "estimates are bounded and their squared errors have every moment; "
-                             "use proposal='plain' or 'auto'")
-        if method != "reduced":
-            raise ValueError("proposal='tilted' needs method='reduced' (the literal sampler draws "
-                             "whole projection matrices from NumPy's generator and has no proposal); "
-                             "use proposal='plain' or 'auto'")
-    return proposal
-
-
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
            names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain"):
     """Every check, before any work; returns the validated :class:`_Setup`.
@@ -246,24 +225,26 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     computed them already (:func:`rfkernels.analysis.comparison.evaluate_point`);
     the reduced method then needs no vectors (``X = Y = None``).
     """
-    check_kind(kind)
-    check_ensemble(ensemble, ENSEMBLES)
-    check_norms(norms)
     check_choice(method, "method", METHODS)
     check_choice(backend, "backend", BACKENDS)
+    check_choice(proposal, "proposal", PROPOSALS)
     trials = check_int(trials, "trials", minimum=2)
     if trials > reduced.MAX_TRIALS:
         raise ValueError(f"trials must be at most 2**{reduced.PAIR_SHIFT}; got {trials}")
-    m = check_int(m, "m")
     if chunk is not None:
         chunk = check_int(chunk, "chunk")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
-    A = _check_a(A, kind)
+    est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A)
     if method == "reduced":
-        reduced.check_reduced(kind, ensemble)
-    proposal = _check_proposal(proposal, kind, method)
+        est.reduced.require()
+    elif proposal == "tilted":
+        raise ValueError("proposal='tilted' needs method='reduced' (the literal sampler draws "
+                         "whole projection matrices from NumPy's generator and has no proposal); "
+                         "use proposal='plain' or 'auto'")
+    if proposal == "tilted":
+        est.tilted.require()
     if geometry is None or X is not None or method == "literal":
         Xa = check_matrix(X, names[0])
         Ya = check_matrix(Y, names[1])
@@ -275,15 +256,13 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     else:
         Xa = Ya = None
         d, pairs = int(geometry.d), 1
-    if ensemble == "simplex" and d < 2:
-        raise ValueError("ensemble='simplex' needs d >= 2 (a regular simplex of d unit vectors "
-                         f"with pairwise cosine -1/(d-1)); got d={d}")
+    est = est.with_size(d=d)
     if pairs > reduced.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
+    engine = None
     if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
-        reduced.engine_namespace(backend)
-        if chunk is None:  # simplex draws d normals per block: d x chunk arrays on NumPy
-            chunk = reduced.default_chunk(backend, max(m, d) if ensemble == "simplex" else m)
+        engine = reduced.Engine(est, backend, chunk)
+        chunk = engine.chunk
     else:
         check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
         if chunk is None:
@@ -291,36 +270,34 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     n = min(chunk, trials)
     if backend != "cupy":  # CuPy's arrays live on the device, whose allocator raises MemoryError
         check_memory(
-            peak_bytes(m, d, pairs, n, method=method, backend=backend, ensemble=ensemble)
+            peak_bytes(est.m, d, pairs, n, method=method, backend=backend, ensemble=est.ensemble.name)
             + 16 * trials * int(keep_all),
-            f"a Monte Carlo run with m={m} projections, d={d}, {pairs} pair(s) and "
+            f"a Monte Carlo run with m={est.m} projections, d={d}, {pairs} pair(s) and "
             f"{n} trial(s) per chunk (method={method!r}, backend={backend!r})"
             + (f", keeping all {trials} estimates" if keep_all else ""),
         )
 
     known = geometry is not None
     geom = geometry if known else theory.geometry(Xa, Ya)
-    # oprf and simplex have an exact theory with chi norms only; sorf none at all
-    has_theory = theory.no_closed_form_reason(kind, ensemble, norms) is None
-    norm, exacts, sm, a_pairs = [], [], [], []
+    has_theory = bool(est.exact_mse)
+    norm, exacts, sm, values, consts = [], [], [], [], []
     for k in range(pairs):
         g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
-        a_pair = None
-        if kind == "oprf":
-            a_pair = float(theory.oprf_optimal_a_from_geometry(g)) if A is None else A
-        a_pairs.append(a_pair)
+        value = est.kind.resolve(est.params, g)
+        values.append(value)
         log_sm = float(g.log_sm)
         if log_sm > _LOG_MAX:
             raise FloatingPointError(
                 f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
             )
-        norm.append(reduced.normalisation(kind, g.half_sq, g.s, g.t))
+        nm = reduced.normalisation_of(est.kind, float(g.half_sq), float(g.s), float(g.t))
+        norm.append(nm)
+        consts.append(None if engine is None else engine.constants(value, nm.length))
         sm.append(math.exp(log_sm))
         if known and not (isinstance(exact, str) and exact == COMPUTE):
             exacts.append(exact)
         elif has_theory:
-            log_exact = float(theory.exact_mse_from_geometry(g, m, kind, ensemble=ensemble,
-                                                             norms=norms, A=a_pair, log=True))
+            log_exact = float(theory.exact_log_mse(g, est.m, est.for_pair(value)))
             if log_exact > _LOG_MAX:
                 raise FloatingPointError(
                     f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
@@ -328,8 +305,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             exacts.append(math.exp(log_exact))
         else:
             exacts.append(None)
-    return _Setup(Xa, Ya, m, d, kind, ensemble, norms, trials, seq, backend, method, chunk,
-                  progress, norm, exacts, sm, a_pairs, proposal)
+    return _Setup(Xa, Ya, est, trials, seq, backend, method, chunk, progress, engine, norm, exacts,
+                  sm, values, consts, proposal)
 
 
 # ---------------------------------------------------------------------------
@@ -338,22 +315,16 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 
 
 def _reduced_chunks(s, first=0, pairs=None):
-    """Normalised estimates (and weights, None if plain) of every pair (or of ``pairs``), chunk by chunk."""
+    """``(pair, n, e, w, xp)`` of every pair (or of ``pairs``), chunk by chunk; ``w`` None if plain."""
     key = key_from_seed(s.seq)
     tilts = s.tilts or [None] * len(s.norm)
+    xp = s.engine.xp
     for pair, nm in enumerate(s.norm):
         if pairs is not None and pair not in pairs:
             continue
-        for c in reduced.estimate_chunks(
-            key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms,
-            trials=s.trials, first=first, pair=pair, chunk=s.chunk, backend=s.backend,
-            A=s.a[pair], tilt=tilts[pair],
-        ):
-            if tilts[pair] is None:
-                n, e, xp = c
-                yield pair, n, e, None, xp
-            else:
-                yield pair, *c
+        for n, e, w in s.engine.chunks(key, nm.length, s.consts[pair], trials=s.trials, first=first,
+                                       pair=pair, tilt=tilts[pair]):
+            yield pair, n, e, w, xp
 
 
 def _choose_proposals(s):
@@ -364,14 +335,14 @@ def _choose_proposals(s):
     if s.proposal == "plain":
         s.notes = ["plain: as requested"] * pairs
         return
-    if s.kind == "trig" or s.method != "reduced":
-        why = ("trig estimates are bounded: nothing to tilt" if s.kind == "trig" else
-               "the literal method has no proposal")
+    if s.est.kind.tilt_reason is not None or s.method != "reduced":
+        why = ("trig estimates are bounded: nothing to tilt" if s.est.kind.tilt_reason is not None
+               else "the literal method has no proposal")
         s.notes = [f"plain: {why}"] * pairs
         return
     key = key_from_seed(s.seq)
     for pair, nm in enumerate(s.norm):
-        tilt = reduced.tilt_for(s.kind, s.ensemble, s.norms, nm.length, s.d, A=s.a[pair])
+        tilt = reduced.tilt_of(s.est, s.a[pair], nm.length)
         if s.proposal == "tilted":
             s.tilts[pair], s.notes[pair] = tilt, "tilted: as requested"
             continue
@@ -380,7 +351,7 @@ def _choose_proposals(s):
                              "a moved term's squared error (about e^(3|x+y|^2) relative to SM^2) "
                              "would overflow float64")
             continue
-        plain_reach = reach(s.kind, nm.length, s.trials, s.m, d=s.d, norms=s.norms, A=s.a[pair])
+        plain_reach = reach(s.est.kind, nm.length, s.trials, s.m, d=s.d, norms=s.norms, A=s.a[pair])
         if plain_reach < REACH_MIN:
             s.tilts[pair] = tilt
             s.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
@@ -388,11 +359,8 @@ def _choose_proposals(s):
             continue
         n = min(PILOT_TRIALS, s.trials)  # a short run's pilot is as long as the run
         sq = []
-        for _, e, xp in reduced.estimate_chunks(
-            key, nm.length, s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms, trials=n,
-            first=reduced.MAX_TRIALS - n, pair=pair, chunk=s.chunk, backend=s.backend,
-            A=s.a[pair],
-        ):
+        for _, e, _ in s.engine.chunks(key, nm.length, s.consts[pair], trials=n,
+                                       first=reduced.MAX_TRIALS - n, pair=pair):
             err = to_numpy(e) - nm.target
             sq.append(err * err)
         sq = np.concatenate(sq)
@@ -547,7 +515,7 @@ def _result(s, pair, acc, elapsed):
     below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
     tilt = s.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
-                          reach(s.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair]),
+                          reach(s.est.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair]),
                           below_resolution=below)
     if tilt is None:
         ess, weight_mean = float(n), 1.0

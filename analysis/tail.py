@@ -50,6 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfkernels.estimators import Kind, registry
+
 __all__ = ["FLAT_TAIL_RATIO", "MIN_TAIL", "REACH_MIN", "TAIL_K_MAX", "TailDiagnostic", "pareto_k_hat",
            "tail_size"]
 
@@ -160,15 +162,16 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi", A=None):
     where the tilted law of a term's square peaks (fixed norms: ``a`` is
     replaced by ``Ba`` in :math:`\kappa`).
     """
-    if kind == "trig":
+    kind = kind if isinstance(kind, Kind) else registry.entry("kind", kind)
+    if kind.tilt_reason is not None:  # bounded terms (trig): no heavy tail to reach
         return None
-    sides = 2.0 if kind == "hyperbolic" else 1.0
-    if kind == "oprf":
-        if A is None:
-            raise ValueError("reach for kind='oprf' needs its parameter A")
-        length = math.sqrt(1.0 - 4.0 * A) * length
-        if norms == "chi":
-            length = length / (1.0 - 8.0 * A)
+    sides = 2.0 if kind.symmetric_tilt else 1.0
+    if kind.param_names and A is None:
+        raise ValueError(f"reach for kind={kind.name!r} needs its parameter A")
+    B, A = kind.tilt_slope(A)  # 1, 0 for positive and hyperbolic: the same bits
+    length = B * length
+    if norms == "chi":
+        length = length / (1.0 - 8.0 * A)
     if norms == "fixed":
         if d is None:
             raise ValueError("reach with norms='fixed' needs d")

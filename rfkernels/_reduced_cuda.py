@@ -81,14 +81,14 @@ def _capacity(m):
 
 
 @functools.cache
-def _kernels(capacity, sim):
-    """(estimates kernel, reducing kernel) with per-thread scratch of ``capacity`` (one pair per capacity)."""
-    trial_estimate = cuda_twin(_mc_numba.trial_estimate)
+def _kernels(capacity, sim, kind):
+    """(estimates kernel, reducing kernel) of ``kind`` with per-thread scratch of ``capacity``."""
+    trial_estimate = cuda_twin(_mc_numba.trial_estimate_for(kind))
     cap = capacity
     tile = TILE
 
     @cuda.jit
-    def estimates(k0, k1, base, m, d, ensemble, chi, kind, length, slope, curvature, offset, tilted,
+    def estimates(k0, k1, base, m, d, ensemble, chi, needs_w2, length, slope, curvature, offset, tilted,
                   symmetric, tp, out, weights):
         p = cuda.local.array(cap, float64)
         g = cuda.local.array(cap, float64)
@@ -97,7 +97,7 @@ def _kernels(capacity, sim):
         work = cuda.local.array((3, cap), float64)
         n = out.shape[0]
         for t in range(cuda.grid(1), n, cuda.gridsize(1)):
-            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
+            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, needs_w2, length,
                                   slope, curvature, offset, tilted, symmetric, tp, p, g, q, ok, work)
             out[t] = e
             if tilted:
@@ -121,7 +121,7 @@ def _kernels(capacity, sim):
         return total
 
     @cuda.jit
-    def reduce_tiles(k0, k1, base, m, d, ensemble, chi, kind, length, slope, curvature, offset, target,
+    def reduce_tiles(k0, k1, base, m, d, ensemble, chi, needs_w2, length, slope, curvature, offset, target,
                      out, partials):
         """Tile ``i`` (trials ``i TILE .. i TILE + TILE - 1``) -> ``out`` and ``partials[i]``.
 
@@ -144,7 +144,7 @@ def _kernels(capacity, sim):
             e = 0.0
             s = 0.0
             if valid:
-                v, _ = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, kind, length,
+                v, _ = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, needs_w2, length,
                                       slope, curvature, offset, False, False, _NO_TILT, p, g, q,
                                       ok, work)
                 out[t] = v
@@ -182,9 +182,9 @@ def _launch_blocks(n, threads):
 
 def _args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf):
     """The kernels' arguments; ``ensemble`` an ensemble code (False/True: iid/orthogonal)."""
-    slope, curvature, offset = _mc_numba._oprf_args(kind, length, oprf)
+    slope, curvature, offset = _mc_numba.constants_args(kind, length, oprf)
     return (np.uint32(k0), np.uint32(k1), np.uint64(base), np.int64(m), np.int64(d), np.int64(ensemble),
-            bool(chi), np.int64(kind), float(length), slope, curvature, offset)
+            bool(chi), bool(kind.needs_squared_norms), float(length), slope, curvature, offset)
 
 
 def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, *,
@@ -192,7 +192,8 @@ def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, 
     """Fill ``out`` (a CuPy array, or NumPy under the simulator) with the normalised estimates of
     trials ``base .. base + len(out) - 1``; = :func:`rfkernels._reduced_numba.reduced_estimates`.
 
-    ``oprf``: :func:`rfkernels.reduced.oprf_constants` for kind OPRF.
+    ``kind``: see :func:`rfkernels._reduced_numba.kind_entry`; ``oprf``: its
+    constants (:func:`rfkernels.reduced.oprf_constants` for oprf).
     ``tilt``: draw from that :class:`rfkernels.reduced.Tilt` and write the
     weights to ``weights`` (an array like ``out``).
     ``threads`` (per block) and ``blocks`` set the launch shape (default: enough
@@ -203,7 +204,8 @@ def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, 
     if n == 0:
         return
     symmetric, tp, weights = _mc_numba.tilt_params(tilt, weights, out)
-    estimates, _ = _kernels(_capacity(m), simulator_enabled())
+    kind = _mc_numba.kind_entry(kind)
+    estimates, _ = _kernels(_capacity(m), simulator_enabled(), kind)
     blocks = _launch_blocks(n, threads) if blocks is None else int(blocks)
     estimates[blocks, threads](*_args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf),
                                tilt is not None, bool(symmetric), tp, out, weights)
@@ -268,7 +270,8 @@ def gpu_reduced_moments(k0, k1, base, m, d, ensemble, chi, kind, length, target,
     n = out.shape[0]
     if n == 0:
         raise ValueError("out must hold at least one trial")
-    _, reduce_tiles = _kernels(_capacity(m), simulator_enabled())
+    kind = _mc_numba.kind_entry(kind)
+    _, reduce_tiles = _kernels(_capacity(m), simulator_enabled(), kind)
     n_tiles = (n + TILE - 1) // TILE
     partials = _device_empty_like(out, (n_tiles, 6))
     blocks = _launch_blocks(n, TILE) if blocks is None else int(blocks)

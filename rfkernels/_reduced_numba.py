@@ -54,12 +54,15 @@ from ._rng_numba import (
     normal_pair_inline,
     uniform_pair_inline,
 )
-from ._scalar import scalar
+from ._scalar import rebind, scalar, source, specialise
+from .estimators import Kind, positive, registry
 
 #: Consecutive trials per parallel work item.
 BATCH = 256
 
-#: Estimator codes (``kind``).
+#: Codes of the built-in kinds, accepted wherever ``kind`` is (as are a registered
+#: kind's name and its :class:`rfkernels.estimators.Kind`): the kernels take
+#: the kind's terms from its registry entry, not from a code.
 POSITIVE, HYPERBOLIC, TRIG, OPRF = 0, 1, 2, 3
 KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG, "oprf": OPRF}
 #: Ensemble codes (``ensemble``; ``False``/``True`` still mean iid/orthogonal).
@@ -419,54 +422,23 @@ def _weight(v, q, r, m, symmetric, chi, with_w, tp):
     return _mixture(r, m, tp)
 
 
-@scalar(inline="always")
-def _fixed_squared_norms(m, d, q):
-    for i in range(m):
-        q[i] = float(d)
-
-
-# The normalised terms of one trial, one function per kind: p[i] <- term(p[i]),
-# a = length, h = a**2 / 2 (rfkernels.reduced.normalised_estimates).
+#: The terms of the generic sources below: rebound per kind (:func:`trial_estimate_for`,
+#: :func:`kernel_for`) to its registry entry's ``scalar_terms``; the unspecialised
+#: sources compute positive features.
+_terms = positive.scalar_terms
 
 
 @scalar(inline="always")
-def _positive_terms(length, m, p):
-    half = 0.5 * length * length
-    for i in range(m):
-        p[i] = exp(length * p[i] - half)
-
-
-@scalar(inline="always")
-def _hyperbolic_terms(length, m, p):
-    half = 0.5 * length * length
-    for i in range(m):
-        ap = length * p[i]
-        p[i] = 0.5 * (exp(ap - half) + exp(-ap - half))
-
-
-@scalar(inline="always")
-def _trig_terms(length, m, p):
-    for i in range(m):
-        p[i] = math.cos(length * p[i])
-
-
-@scalar(inline="always")
-def _oprf_terms(length, slope, curvature, offset, m, p, q):
-    """p[i] <- exp((slope p_i - a^2/2) + (curvature |w_i|^2 + offset)), q[i] = |w_i|^2."""
-    half = 0.5 * length * length
-    for i in range(m):
-        p[i] = exp((slope * p[i] - half) + (curvature * q[i] + offset))
-
-
-@scalar(inline="always")
-def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curvature, offset,
+def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, curvature, offset,
                    tilted, symmetric, tp, p, g, q, ok, work):
     """``(e, w)``: the normalised estimate of trial counter ``trial`` and its weight.
 
     ``e`` is one entry of :func:`rfkernels.reduced.normalised_estimates`.
     ``ensemble`` is :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX`;
-    ``slope, curvature, offset`` are :func:`rfkernels.reduced.oprf_constants`
-    (used by kind :data:`OPRF` only). With ``tilted`` the trial is drawn
+    ``slope, curvature, offset`` are the kind's constants
+    (:attr:`rfkernels.estimators.Kind.constants`) and ``needs_w2`` its
+    ``needs_squared_norms``; the terms are ``_terms``, the kind's
+    ``scalar_terms`` in the specialisation :func:`trial_estimate_for`. With ``tilted`` the trial is drawn
     from the proposal of :class:`rfkernels.reduced.Tilt` (``symmetric`` and
     the floats ``tp`` of :func:`tilt_params`) and ``w`` is its weight
     (:func:`rfkernels.reduced.tilt_weights`); otherwise ``w`` is 1. ``p``,
@@ -497,7 +469,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
     w = 1.0
     block = d if ensemble != IID else 1
     gamma = -1.0 / (d - 1.0) if ensemble == SIMPLEX else 0.0
-    use_w = kind == OPRF  # c1 = 0 (A = 0) gives 0 * W + c0 = c0: rfkernels.reduced's bits
+    use_w = needs_w2  # c1 = 0 (A = 0) gives 0 * W + c0 = c0: rfkernels.reduced's bits
     if not chi:  # p holds the direction coordinates
         if comp >= 0:
             _move_row(p, q, comp, negative, m, block, gamma, False, tp)
@@ -508,7 +480,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
         if ensemble == IID:  # p holds the projections
             if comp >= 0:
                 p[comp] = p[comp] + (-tp[1] if negative else tp[1])
-            if kind == OPRF:
+            if needs_w2:
                 _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
                 if comp >= 0:
                     q[comp] = q[comp] * tp[2]
@@ -519,20 +491,16 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, kind, length, slope, curv
             _scale_chi(m, p, q)
         if tilted:
             w = _weight(p, q, g, m, symmetric, True, use_w, tp)
-    if kind == POSITIVE:
-        _positive_terms(length, m, p)
-    elif kind == HYPERBOLIC:
-        _hyperbolic_terms(length, m, p)
-    elif kind == TRIG:
-        _trig_terms(length, m, p)
-    else:
-        if not chi:
-            _fixed_squared_norms(m, d, q)
-        _oprf_terms(length, slope, curvature, offset, m, p, q)
+    _terms(length, slope, curvature, offset, m, d, chi, p, q)
     return _sum8(p, 0, m) / m, w
 
 
-def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
+def trial_estimate_for(kind):
+    """:func:`trial_estimate` with ``_terms`` bound to ``kind``'s (a :class:`rfkernels.estimators.Kind`)."""
+    return specialise(trial_estimate, _terms=kind.scalar_terms)
+
+
+def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     """The parallel CPU kernel of one (ensemble, norms, kind, proposal), compiled on first use and cached.
 
     The per-trial work is that of :func:`trial_estimate`, spelled out here
@@ -541,13 +509,17 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
     paths (a few seconds) rather than all of them. Numba's cache keys
     closures by the values of their constants, so each path is cached on its
     own. ``TILT``: draw from the tilted proposal and write the weights to
-    ``weights`` (otherwise ``weights`` is not touched).
+    ``weights`` (otherwise ``weights`` is not touched). The kind enters as
+    its flags and its ``terms`` (a registered scalar, bound to the global
+    name ``_terms`` of the kernel's source); ``KIND_ID`` (:func:`kind_id`, from
+    the kind's name and the source of its terms) is a closure constant so
+    that each kind's kernel has its own cache entry.
     """
     BLOCK_IID = ENSEMBLE == IID
-    SYMMETRIC = KIND == HYPERBOLIC
 
-    @numba.njit(parallel=True, cache=True, error_model="numpy")
     def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tp, out, weights):
+        if KIND_ID < 0:  # never: names the kind in the cache key
+            return
         n = out.shape[0]
         n_batches = (n + BATCH - 1) // BATCH
         block = 1 if BLOCK_IID else d
@@ -592,7 +564,7 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                     if BLOCK_IID:
                         if TILT and comp >= 0:
                             p[comp] = p[comp] + (-tp[1] if negative else tp[1])
-                        if KIND == OPRF:
+                        if NEEDS_W2:
                             _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
                             if TILT and comp >= 0:
                                 q[comp] = q[comp] * tp[2]
@@ -602,46 +574,69 @@ def _make_kernel(ENSEMBLE, CHI, KIND, TILT):
                             _move_row(p, q, comp, negative, m, block, gamma, True, tp)
                         _scale_chi(m, p, q)
                     if TILT:  # p: the projections; q: |w_i|^2 (oprf)
-                        if KIND == OPRF:
+                        if NEEDS_W2:
                             _ratios_chi_length(p, q, g, m, tp)
                         elif SYMMETRIC:
                             _ratios_chi_symmetric(p, g, m, tp)
                         else:
                             _ratios_chi(p, g, m, tp)
                         weights[t] = _mixture(g, m, tp)
-                if KIND == POSITIVE:
-                    _positive_terms(length, m, p)
-                elif KIND == HYPERBOLIC:
-                    _hyperbolic_terms(length, m, p)
-                elif KIND == TRIG:
-                    _trig_terms(length, m, p)
-                else:
-                    if not CHI:
-                        _fixed_squared_norms(m, d, q)
-                    _oprf_terms(length, slope, curvature, offset, m, p, q)
+                _terms(length, slope, curvature, offset, m, d, CHI, p, q)
                 out[t] = _sum8(p, 0, m) / m
 
-    return kernel
+    return numba.njit(parallel=True, cache=True, error_model="numpy")(
+        rebind(kernel, _terms=terms))
 
 
 _KERNELS = {}
 _selected = None
 
 
+_CODE_NAMES = {code: name for name, code in KIND_CODES.items()}
+
+
+def kind_entry(kind):
+    """The :class:`rfkernels.estimators.Kind` of ``kind``: an entry, a registered name or a built-in code."""
+    if isinstance(kind, Kind):
+        return kind
+    if isinstance(kind, str):
+        return registry.entry("kind", kind)
+    try:
+        return registry.entry("kind", _CODE_NAMES[int(kind)])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"kind must be a registered kind, its name or one of the codes "
+                         f"{sorted(KIND_CODES.values())}; got {kind!r}") from None
+
+
+def kind_id(kind):
+    """A 62-bit number naming ``kind`` and the source of its terms (the kernels' cache key)."""
+    if kind.name not in _KIND_IDS:
+        import inspect
+
+        text = kind.name + "\0" + inspect.getsource(source(kind.scalar_terms))
+        _KIND_IDS[kind.name] = int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+    return _KIND_IDS[kind.name]
+
+
+_KIND_IDS = {}
+
+
 def kernel_for(ensemble, chi, kind, tilted=False):
     """The CPU kernel dispatcher of one (ensemble, norms, kind, proposal) (created, not compiled, on first request).
 
-    ``ensemble``: :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal).
+    ``ensemble``: :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal);
+    ``kind``: see :func:`kind_entry`.
     """
     global _selected
-    key = (int(ensemble), bool(chi), int(kind), bool(tilted))
-    if key[2] not in KIND_CODES.values():
-        raise ValueError(f"kind must be one of the codes {sorted(KIND_CODES.values())}; got {kind!r}")
-    if key[0] not in ENSEMBLE_CODES.values():
+    entry = kind_entry(kind)
+    if int(ensemble) not in ENSEMBLE_CODES.values():
         raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES.values())}; "
                          f"got {ensemble!r}")
+    key = (int(ensemble), bool(chi), bool(tilted), entry.name, kind_id(entry))
     if key not in _KERNELS:
-        _KERNELS[key] = _make_kernel(*key)
+        _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), bool(tilted),
+                                     entry.needs_squared_norms, entry.symmetric_tilt,
+                                     kind_id(entry), entry.scalar_terms)
     _selected = _KERNELS[key]
     return _selected
 
@@ -662,20 +657,21 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
         :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal).
     chi : bool
         Norms (chi or fixed).
-    kind : int
-        :data:`POSITIVE`, :data:`HYPERBOLIC`, :data:`TRIG` or :data:`OPRF`.
+    kind : Kind, str or int
+        A registered kind, its name, or a built-in code (:func:`kind_entry`).
     length : float64
         ``a``, the length of ``x + y`` (``x - y`` for trig).
     out : float64 array
         Filled in place.
     oprf : (float, float, float), optional
-        ``(slope, curvature, offset)`` of :func:`rfkernels.reduced.oprf_constants`;
-        required for :data:`OPRF`, ignored otherwise.
+        The kind's constants ``(slope, curvature, offset)``
+        (:func:`rfkernels.reduced.oprf_constants` for oprf); required for kinds
+        with parameters, ``(length, 0, 0)`` by default.
     tilt : rfkernels.reduced.Tilt, optional
         Draw from this proposal; ``weights`` (float64, like ``out``) receives
         the weights.
     """
-    slope, curvature, offset = _oprf_args(kind, length, oprf)
+    slope, curvature, offset = constants_args(kind, length, oprf)
     _, tp, weights = tilt_params(tilt, weights, out)  # symmetric follows from the kind
     kernel_for(ensemble, chi, kind, tilt is not None)(k0, k1, base, m, d, length, slope, curvature,
                                                       offset, tp, out, weights)
@@ -696,12 +692,18 @@ def tilt_params(tilt, weights, out):
     return bool(tilt.symmetric), tp, weights
 
 
-def _oprf_args(kind, length, oprf):
-    if int(kind) == OPRF:
-        if oprf is None:
-            raise ValueError("kind OPRF needs oprf=(slope, curvature, offset) "
-                             "(rfkernels.reduced.oprf_constants)")
+def constants_args(kind, length, oprf):
+    """The kernels' ``(slope, curvature, offset)``: ``oprf`` (the kind's constants) where given.
+
+    A kind with parameters needs them (:attr:`rfkernels.estimators.Kind.constants`,
+    e.g. :func:`rfkernels.reduced.oprf_constants`); the others default to ``(length, 0, 0)``.
+    """
+    entry = kind_entry(kind)
+    if oprf is not None:
         return tuple(float(v) for v in oprf)
+    if entry.param_names:
+        raise ValueError(f"kind {entry.name!r} needs oprf=(slope, curvature, offset), its constants "
+                         "(rfkernels.reduced.oprf_constants for oprf)")
     return float(length), 0.0, 0.0
 
 
@@ -739,7 +741,7 @@ def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf
     one line saying so goes to stderr, so a first run is not mistaken for a
     hang.
     """
-    _oprf_args(kind, length, oprf)
+    constants_args(kind, length, oprf)
     tilt_params(tilt, weights, out)
     kernel_for(ensemble, chi, kind, tilt is not None)
     if compile_pending():
@@ -754,7 +756,7 @@ def _flush_if_dependencies_changed(dispatcher=None):
     from . import _elementary, _elementary_numba, _rng_numba, _scalar
 
     if dispatcher is None:  # the specialisations share one cache index (one closure)
-        dispatcher = kernel_for(IID, True, POSITIVE, False)
+        dispatcher = kernel_for(IID, True, "positive", False)
 
     try:
         digest = hashlib.sha256()

@@ -45,6 +45,10 @@ _SOURCES = {}
 _INTRINSICS = {}
 #: (id of a CPU build, simulator?) -> CUDA twin
 _TWINS = {}
+#: dispatcher (CPU build) -> the njit options it was built with
+_OPTIONS = {}
+#: (id of a CPU build, rebound names and ids) -> its specialisation
+_SPECIALISED = {}
 
 
 def scalar(**njit_options):
@@ -53,6 +57,7 @@ def scalar(**njit_options):
     def decorate(fn):
         dispatcher = numba.njit(**njit_options)(fn)
         _SOURCES[dispatcher] = fn
+        _OPTIONS[dispatcher] = dict(njit_options)
         return dispatcher
 
     return decorate
@@ -81,6 +86,32 @@ def source(dispatcher):
     return _SOURCES[dispatcher]
 
 
+def rebind(fn, **bindings):
+    """A copy of the plain function ``fn`` whose global names in ``bindings`` are rebound."""
+    namespace = dict(fn.__globals__)
+    namespace.update(bindings)
+    rebuilt = pytypes.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    rebuilt.__qualname__ = fn.__qualname__
+    rebuilt.__doc__ = fn.__doc__
+    rebuilt.__module__ = fn.__module__
+    return rebuilt
+
+
+def specialise(dispatcher, **bindings):
+    """The scalar built from ``dispatcher``'s source with some global names rebound (built once).
+
+    Each binding is a registered scalar (e.g. a kind's terms): the result is
+    a registered scalar too, so its CUDA twin (:func:`cuda_twin`) calls the
+    bindings' twins. This is how one kernel source serves every registered
+    kind without naming any.
+    """
+    key = (id(dispatcher), tuple(sorted((name, id(v)) for name, v in bindings.items())))
+    if key not in _SPECIALISED:
+        fn = rebind(_SOURCES[dispatcher], **bindings)
+        _SPECIALISED[key] = scalar(**_OPTIONS[dispatcher])(fn)
+    return _SPECIALISED[key]
+
+
 def _registered(value):
     try:
         return value in _SOURCES or value in _INTRINSICS
@@ -106,15 +137,11 @@ def cuda_twin(dispatcher):
     from numba import cuda
 
     fn = _SOURCES[dispatcher]
-    namespace = dict(fn.__globals__)
+    twins = {}
     for name in fn.__code__.co_names:
-        value = namespace.get(name)
+        value = fn.__globals__.get(name)
         if value is not None and _registered(value):
-            namespace[name] = cuda_twin(value)
-    rebuilt = pytypes.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
-    rebuilt.__qualname__ = fn.__qualname__
-    rebuilt.__doc__ = fn.__doc__
-    rebuilt.__module__ = fn.__module__
-    twin = cuda.jit(device=True)(rebuilt)
+            twins[name] = cuda_twin(value)
+    twin = cuda.jit(device=True)(rebind(fn, **twins))
     _TWINS[key] = twin
     return twin

@@ -45,6 +45,7 @@ import math
 import numpy as np
 
 from .backends import get_array_module
+from .estimators import oprf
 from .validation import (
     KINDS,
     check_bool,
@@ -178,17 +179,9 @@ def _check_oprf_a(kind, A):
             "kind='oprf' needs its parameter A: a float < 1/8 shared by every pair of inputs, "
             "or A='auto' (the optimal A* for the mean |x_i + y_j|^2 / d over all pairs, "
             "rfkernels.features.oprf_auto_a); got None")
-    if isinstance(A, str):
-        if A != "auto":
-            raise ValueError(f"A must be a float < 1/8 or 'auto'; got {A!r}")
+    if isinstance(A, str) and A == "auto":
         return A
-    a = check_finite(A, "A")
-    if a.ndim != 0:
-        raise ValueError(f"A must be one number (shared by every pair of inputs); got shape {a.shape}")
-    a = float(a)
-    if not a < 0.125:
-        raise ValueError(f"A must be < 1/8 (the OPRF second moment is infinite beyond); got {A!r}")
-    return a
+    return oprf.check_a(A)  # the one check of A (a float < 1/8)
 
 
 def oprf_auto_a(X, Y=None):

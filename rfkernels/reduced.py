@@ -105,14 +105,12 @@ import numpy as np
 from . import _elementary as elem
 from . import rng
 from .backends import get_array_module
+from .estimators import Estimator, estimator, oprf, registry
 from .validation import (
-    ENSEMBLES,
     _complex_error,
     check_choice,
     check_finite,
     check_int,
-    check_kind,
-    check_norms,
 )
 
 __all__ = [
@@ -130,6 +128,7 @@ __all__ = [
     "STREAM_SIMPLEX",
     "STREAM_SIMPLEX_LENGTH",
     "STREAM_TAIL",
+    "Engine",
     "Normalisation",
     "Tilt",
     "check_reduced",
@@ -146,15 +145,16 @@ __all__ = [
     "scalar_projections",
     "squared_norms",
     "tilt_for",
+    "tilt_of",
     "tilt_weights",
     "trial_counters",
 ]
 
-#: Kinds with a reduced sampler.
-REDUCED_KINDS = ("trig", "positive", "hyperbolic", "oprf")
+#: Kinds with a reduced sampler (every registered kind has one: its terms).
+REDUCED_KINDS = registry.names("kind")
 #: Ensembles with an exact reduced sampler (the unfixed QR's law is not rotation invariant;
-#: sorf: literal sampling only, for now).
-REDUCED_ENSEMBLES = ("iid", "orthogonal", "simplex")
+#: sorf: literal sampling only, for now): those whose entry has a kernel code.
+REDUCED_ENSEMBLES = tuple(e.name for e in registry.entries("ensemble") if e.reduced_reason is None)
 #: Stream of the direction normals g_i.
 STREAM_DIRECTION = 16
 #: Stream of the (R_i^2, g_i) pairs of orthogonal projections with chi norms.
@@ -207,14 +207,20 @@ def normalisation(kind, half_sq, s, t):
 
     Parameters
     ----------
-    kind : {'trig', 'positive', 'hyperbolic'}
+    kind : str or rfkernels.estimators.Kind
+        A registered kind; its terms depend on ``x + y`` or (trig) ``x - y``.
     half_sq, s, t : float
         ``(|x|² + |y|²)/2``, ``|x + y|²`` and ``|x - y|²``
         (:class:`rfkernels.theory.Geometry`).
     """
-    check_kind(kind)
+    kind = kind if isinstance(kind, registry.Kind) else registry.entry("kind", kind)
     half_sq, s, t = (_real_scalar(v, name) for v, name in ((half_sq, "half_sq"), (s, "s"), (t, "t")))
-    if kind == "trig":
+    return normalisation_of(kind, half_sq, s, t)
+
+
+def normalisation_of(kind, half_sq, s, t):
+    """:func:`normalisation` for a registry :class:`rfkernels.estimators.Kind` and trusted floats."""
+    if not kind.on_sum:
         return Normalisation(math.sqrt(t), half_sq, math.exp(-t / 2.0))
     return Normalisation(math.sqrt(s), (s - t) / 4.0, 1.0)
 
@@ -271,14 +277,6 @@ def fixed_order_sum(rows, xp=None):
         part = rows[start : start + _LANES]
         acc[: part.shape[0]] += part
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-
-
-def _check_args(m, d, ensemble, norms):
-    m = check_int(m, "m")
-    d = check_int(d, "d")
-    check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
-    check_norms(norms)
-    return m, d
 
 
 def _normals(key, counters, m, xp):
@@ -395,9 +393,9 @@ def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=N
 
 
 def _check_counters(key, counters, m, d, ensemble, norms, xp):
-    m, d = _check_args(m, d, ensemble, norms)
-    if ensemble == "simplex" and d < 2:
-        raise ValueError(f"ensemble='simplex' needs d >= 2; got d={d}")
+    check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    est = estimator("positive", ensemble=ensemble, norms=norms, m=m, d=d)
+    m, d = est.m, est.d
     if xp is None:
         xp = get_array_module(counters)
     key = _unsigned(key, "key", xp.uint32, xp)
@@ -455,14 +453,10 @@ def oprf_constants(A, length, d):
     ``exp((slope * p_i - a**2/2) + (curvature * |w_i|**2 + offset))``, with
     :math:`B = \sqrt{1 - 4A}` and ``a = length``; computed once, here, for
     every backend (A = 0 gives ``(a, 0.0, -0.0)``: the positive terms' bits).
+    The kind's own :func:`rfkernels.estimators.oprf.constants`, validated.
     """
-    arr = check_finite(A, "A")
-    if arr.ndim != 0 or not arr < 0.125:
-        raise ValueError(f"A must be one finite number < 1/8 (the OPRF parameter); got {A!r}")
-    A = float(arr)
-    a = _real_scalar(length, "length")
-    d = check_int(d, "d")
-    return math.sqrt(1.0 - 4.0 * A) * a, 2.0 * A, 0.5 * d * math.log1p(-4.0 * A)
+    A = oprf.check_a(A, required=True)
+    return oprf.constants(A, _real_scalar(length, "length"), check_int(d, "d"))
 
 
 # ---------------------------------------------------------------------------
@@ -592,24 +586,28 @@ def tilt_for(kind, ensemble, norms, length, d, *, A=None, alpha0=DEFENSIVE_WEIGH
     alpha0 : float, default :data:`DEFENSIVE_WEIGHT`
         Probability of the plain law, in (0, 1).
     """
-    check_reduced(kind, ensemble)
-    check_norms(norms)
-    if kind == "trig":
-        raise ValueError("proposal='tilted' is for positive, hyperbolic and oprf features: trig "
-                         "estimates are bounded (|cos| <= 1), their squared errors have every "
-                         "moment, and there is no heavy tail to tilt toward; use proposal='plain'")
+    est = estimator(kind, ensemble=ensemble, norms=norms, d=d, A=A)
+    est.tilted.require()
     a = _real_scalar(length, "length")
-    d = check_int(d, "d")
     arr = check_finite(alpha0, "alpha0")
     if arr.ndim != 0 or not 0.0 < float(arr) < 1.0:
         raise ValueError(f"alpha0 must be one number in (0, 1); got {alpha0!r}")
-    alpha0 = float(arr)
-    _check_a_for(kind, A, a, d)
-    A = float(A) if kind == "oprf" else 0.0
-    ba = math.sqrt(1.0 - 4.0 * A) * a
-    symmetric = kind == "hyperbolic"
+    return tilt_of(est, est.kind.resolve(est.params, None), a, float(arr))
+
+
+def tilt_of(est, value, length, alpha0=DEFENSIVE_WEIGHT):
+    """:func:`tilt_for` of a validated :class:`rfkernels.estimators.Estimator` (with d) that can be tilted.
+
+    ``value`` is the pair's kind parameter (:attr:`Kind.resolve`; OPRF: A),
+    ``length`` is ``a = |x + y|``. Nothing is checked here.
+    """
+    d = est.d
+    B, A = est.kind.tilt_slope(value)
+    a = length
+    ba = B * a  # oprf: sqrt(1 - 4A) a; positive and hyperbolic: 1.0 * a, the same bits
+    symmetric = est.kind.symmetric_tilt
     n1 = float(d - 1)
-    if norms == "chi":
+    if est.norms.chi:
         sigma2 = 1.0 / (1.0 - 8.0 * A)
         mu = 2.0 * ba * sigma2
         tau = sigma2
@@ -755,49 +753,25 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
         Only with ``tilt``: each trial's likelihood-ratio weight
         (:func:`tilt_weights`).
     """
-    check_kind(kind)
-    consts = _check_a_for(kind, A, length, d)
-    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    est = estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d, A=A)
     a = _real_scalar(length, "length")
-    draws = None
-    if tilt is not None:
-        if not isinstance(tilt, Tilt):
-            raise TypeError(f"tilt must be a rfkernels.reduced.Tilt (tilt_for); got {tilt!r}")
-        draws = _proposal_draws(key, counters, m, tilt, xp)
-    p, w2, moved, W = _projections(key, counters, m, d, ensemble, norms, xp, kind == "oprf", draws,
-                                   tilt)
+    consts = est.kind.constants(est.kind.resolve(est.params, None), a, est.d)
+    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    if tilt is not None and not isinstance(tilt, Tilt):
+        raise TypeError(f"tilt must be a rfkernels.reduced.Tilt (tilt_for); got {tilt!r}")
+    return estimates_of(est, key, counters, a, consts, xp, tilt)
+
+
+def estimates_of(est, key, counters, a, consts, xp, tilt=None):
+    """:func:`normalised_estimates` of a validated estimator (with m, d), trusted arrays and constants."""
+    m, d = est.m, est.d
+    draws = None if tilt is None else _proposal_draws(key, counters, m, tilt, xp)
+    p, w2, moved, W = _projections(key, counters, m, d, est.ensemble.name, est.norms.name, xp,
+                                   est.kind.needs_squared_norms, draws, tilt)
     w = None if tilt is None else tilt_weights(moved, tilt, W, xp)
-    e = _estimates(p, w2, kind, a, m, consts, xp)
+    e = fixed_order_sum(est.kind.terms(p, w2, a, consts, xp), xp) / m
     return e if tilt is None else (e, w)
-
-
-def _estimates(p, w2, kind, a, m, consts, xp):
-    """The normalised estimates from the projections (see :func:`normalised_estimates`)."""
-    half = 0.5 * a * a
-    if kind == "oprf":
-        slope, curvature, offset = consts
-        terms = elem.exp((slope * p - half) + (curvature * w2 + offset), xp)
-        return fixed_order_sum(terms, xp) / m
-    ap = a * p
-    if kind == "positive":
-        terms = elem.exp(ap - half, xp)
-    elif kind == "hyperbolic":
-        terms = 0.5 * (elem.exp(ap - half, xp) + elem.exp(-ap - half, xp))
-    else:
-        terms = xp.cos(ap)
-    return fixed_order_sum(terms, xp) / m
-
-
-def _check_a_for(kind, A, length, d):
-    """:func:`oprf_constants` for kind 'oprf' (A required), None otherwise (A refused)."""
-    if kind == "oprf":
-        if A is None:
-            raise ValueError("kind='oprf' needs its parameter A (< 1/8); e.g. "
-                             "rfkernels.theory.oprf_optimal_a(x, y)")
-        return oprf_constants(A, length, d)
-    if A is not None:
-        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -880,35 +854,96 @@ def engine_bytes(m, chunk, backend, ensemble="iid", d=1):
 
 def check_reduced(kind, ensemble):
     """Refuse, naming the argument, a kind or ensemble the reduced engine cannot sample."""
-    check_kind(kind)
-    if kind not in REDUCED_KINDS:
-        raise ValueError(f"method='reduced': no reduced sampler yet for kind={kind!r}; "
-                         "use method='literal'")
-    if ensemble == "orthogonal-unfixed-qr":
-        raise ValueError(
-            f"method='reduced' has no sampler for ensemble={ensemble!r}: its projections are "
-            "not rotation invariant, so the scalar projections cannot be drawn on their own; "
-            "use method='literal'"
-        )
-    if ensemble not in REDUCED_ENSEMBLES:
-        check_choice(ensemble, "ensemble", ENSEMBLES)
-        raise ValueError(f"method='reduced': no reduced sampler yet for ensemble={ensemble!r}; "
-                         "use method='literal'")
+    estimator(kind, ensemble=ensemble).reduced.require()
+
+
+class Engine:
+    """The reduced Monte Carlo engine of one estimator on one backend, chosen once per run.
+
+    Holds what a run needs from its backend: the array namespace ``xp`` the
+    estimates come in, the chunk size, the memory estimate and the kernel
+    (the Numba CPU kernel, the numba-cuda kernel, or the vectorised NumPy or
+    CuPy code). :meth:`chunks` yields ``(n, e, w)`` for every proposal, ``w``
+    None for the plain law.
+
+    Parameters
+    ----------
+    est : rfkernels.estimators.Estimator
+        Validated, with m and d, and :attr:`~rfkernels.estimators.Estimator.reduced`.
+    backend : {'numpy', 'numba', 'cupy'}
+        Validated; ``'cupy'`` needs CuPy or the CUDA simulator (ImportError otherwise).
+    chunk : int, optional
+        Trials per chunk (default :func:`default_chunk`).
+    """
+
+    def __init__(self, est, backend, chunk=None):
+        self.est, self.backend = est, backend
+        self.xp = engine_namespace(backend)
+        self.uses_kernel = backend == "numba" or (backend == "cupy" and gpu_kernel_available())
+        # simplex draws d normals per block: the vectorised path holds d x chunk arrays too
+        self.width = max(est.m, est.d) if est.ensemble.name == "simplex" else est.m
+        self.chunk = default_chunk(backend, self.width) if chunk is None else chunk
+        self._kernel = None
+        if self.uses_kernel:
+            if backend == "numba":
+                from ._reduced_numba import reduced_estimates as kernel
+            else:
+                from ._reduced_cuda import gpu_reduced_estimates as kernel
+            self._kernel = kernel
+
+    def bytes(self, n):
+        """Estimated peak host bytes for chunks of ``n`` trials (:func:`engine_bytes`)."""
+        return engine_bytes(self.est.m, n, self.backend, self.est.ensemble.name, self.est.d)
+
+    def constants(self, value, length):
+        """The kind's constants of a pair (``value``: :attr:`Kind.resolve`; ``length``: ``a``)."""
+        return self.est.kind.constants(value, length, self.est.d)
+
+    def chunks(self, key, length, consts, *, trials, first=0, pair=0, tilt=None):
+        """``(n, e, w)`` chunk by chunk: trials ``first .. first + trials - 1`` of ``pair``.
+
+        ``e`` (and the weights ``w`` of a :class:`Tilt`; None when plain)
+        are arrays of :attr:`xp`, reused by the next chunk: consume or copy
+        them first. Nothing is checked here (see :func:`estimate_chunks`).
+        """
+        est, xp, chunk = self.est, self.xp, self.chunk
+        stop = first + trials
+        if self.uses_kernel:
+            k = np.asarray(key)
+            k0, k1 = np.uint32(k[0]), np.uint32(k[1])
+            buf = xp.empty(min(chunk, trials))
+            wbuf = xp.empty(min(chunk, trials)) if tilt is not None else None
+            for start in range(first, stop, chunk):
+                n = min(chunk, stop - start)
+                out = buf[:n]
+                weights = wbuf[:n] if tilt is not None else None
+                self._kernel(k0, k1, np.uint64((pair << PAIR_SHIFT) | start), np.int64(est.m),
+                             np.int64(est.d), est.ensemble.code, est.norms.chi, est.kind, length,
+                             out, oprf=consts, tilt=tilt, weights=weights)
+                yield n, out, weights
+            return
+        key = xp.asarray(key)
+        for start in range(first, stop, chunk):
+            n = min(chunk, stop - start)
+            counters = trial_counters(start, n, pair, xp=xp)
+            with np.errstate(over="ignore", under="ignore"):
+                e = estimates_of(est, key, counters, length, consts, xp, tilt)
+            yield (n, e, None) if tilt is None else (n, *e)
 
 
 def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", trials, first=0,
                     pair=0, chunk=None, backend="numpy", A=None, tilt=None):
-    """Normalised estimates of one pair, chunk by chunk: the Monte Carlo engine.
+    """Normalised estimates of one pair, chunk by chunk: the Monte Carlo engine's public entry.
 
-    Yields ``(n, e, xp)``: ``e`` holds the normalised estimates of trials
-    ``first .. first + n - 1`` of pair ``pair`` (the counters of
-    :func:`trial_counters`), an array of ``xp`` (see :func:`engine_namespace`).
-    The array may be reused by the next chunk: consume or copy it first.
-    ``A`` is the OPRF parameter, required for ``kind='oprf'`` (refused otherwise).
-    With a :class:`Tilt` (``tilt``, from :func:`tilt_for`) the trials are
-    drawn from the tilted proposal and ``(n, e, w, xp)`` is yielded, ``w``
-    the trials' likelihood-ratio weights (reused like ``e``); trig estimates
-    are bounded and are not tilted.
+    Validates its arguments once (into an :class:`rfkernels.estimators.Estimator`
+    and an :class:`Engine`) and yields :meth:`Engine.chunks`: ``(n, e, w)``,
+    ``e`` the normalised estimates of trials ``first .. first + n - 1`` of pair
+    ``pair`` (the counters of :func:`trial_counters`), ``w`` their
+    likelihood-ratio weights under ``tilt`` (a :class:`Tilt` from
+    :func:`tilt_for`), None without one; arrays of :func:`engine_namespace`,
+    which may be reused by the next chunk. ``A`` is the OPRF parameter,
+    required for ``kind='oprf'`` (refused otherwise); trig estimates are
+    bounded and are not tilted.
 
     ``backend`` chooses where they are computed, with the same bits
     (positive, hyperbolic and oprf; trig up to each target's ``cos``):
@@ -919,11 +954,10 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
       numba-cuda from the same scalar source as the CPU kernels (without
       numba-cuda: :func:`normalised_estimates` on CuPy arrays).
     """
-    check_reduced(kind, ensemble)
-    check_norms(norms)
-    m, d = check_int(m, "m"), check_int(d, "d")
-    if ensemble == "simplex" and d < 2:
-        raise ValueError(f"ensemble='simplex' needs d >= 2; got d={d}")
+    from .backends import BACKENDS
+
+    est = estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d, A=A)
+    est.reduced.require()
     trials, first = check_int(trials, "trials"), check_int(first, "first", minimum=0)
     if first + trials > MAX_TRIALS:
         raise ValueError(f"first + trials must be at most 2**{PAIR_SHIFT}; got {first + trials}")
@@ -931,44 +965,12 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
     if pair >= MAX_PAIRS:
         raise ValueError(f"pair must be below 2**{64 - PAIR_SHIFT}; got {pair}")
     a = _real_scalar(length, "length")
-    consts = _check_a_for(kind, A, a, d)
+    consts = est.kind.constants(est.kind.resolve(est.params, None), a, est.d)
     if tilt is not None:
         if not isinstance(tilt, Tilt):
             raise TypeError(f"tilt must be a rfkernels.reduced.Tilt (tilt_for); got {tilt!r}")
-        if kind == "trig":
+        if not est.tilted:
             raise ValueError("tilt: trig estimates are bounded and are not tilted; pass tilt=None")
-    if chunk is None:
-        # simplex draws d normals per block: the vectorised path holds d x chunk arrays too
-        chunk = default_chunk(backend, max(m, d) if ensemble == "simplex" else m)
-    else:
-        chunk = check_int(chunk, "chunk")
-    xp = engine_namespace(backend)
-    stop = first + trials
-    if backend == "numba" or (backend == "cupy" and gpu_kernel_available()):
-        if backend == "numba":
-            from ._reduced_numba import reduced_estimates as kernel
-        else:
-            from ._reduced_cuda import gpu_reduced_estimates as kernel
-        from ._reduced_numba import ENSEMBLE_CODES, KIND_CODES
-        k = np.asarray(key)
-        k0, k1 = np.uint32(k[0]), np.uint32(k[1])
-        oprf = consts if consts is not None else (a, 0.0, 0.0)
-        buf = xp.empty(min(chunk, trials))
-        wbuf = xp.empty(min(chunk, trials)) if tilt is not None else None
-        for start in range(first, stop, chunk):
-            n = min(chunk, stop - start)
-            out = buf[:n]
-            weights = wbuf[:n] if tilt is not None else None
-            kernel(k0, k1, np.uint64((pair << PAIR_SHIFT) | start), np.int64(m), np.int64(d),
-                   ENSEMBLE_CODES[ensemble], norms == "chi", np.int64(KIND_CODES[kind]), a, out,
-                   oprf=oprf, tilt=tilt, weights=weights)
-            yield (n, out, xp) if tilt is None else (n, out, weights, xp)
-        return
-    key = xp.asarray(key)
-    for start in range(first, stop, chunk):
-        n = min(chunk, stop - start)
-        counters = trial_counters(start, n, pair, xp=xp)
-        with np.errstate(over="ignore", under="ignore"):
-            e = normalised_estimates(key, counters, m, d, kind, a, ensemble=ensemble, norms=norms,
-                                     xp=xp, A=A, tilt=tilt)
-        yield (n, e, xp) if tilt is None else (n, *e, xp)
+    check_choice(backend, "backend", BACKENDS)
+    engine = Engine(est, backend, None if chunk is None else check_int(chunk, "chunk"))
+    return engine.chunks(key, a, consts, trials=trials, first=first, pair=pair, tilt=tilt)

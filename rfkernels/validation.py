@@ -11,9 +11,11 @@ import operator
 
 import numpy as np
 
-#: Estimator kinds (feature maps) the toolkit implements. New kinds are
-#: appended (attention seeds use the index): ``"oprf"`` is the optimal
-#: positive random features of Likhosherstov et al. (2022), beyond the paper.
+#: The built-in estimator kinds (feature maps), in the registry's order
+#: (:mod:`rfkernels.estimators` registers them, one module each; attention
+#: seeds use the index): ``"oprf"`` is the optimal positive random features
+#: of Likhosherstov et al. (2022), beyond the paper. Checks ask the registry,
+#: which also holds kinds registered later.
 KINDS = ("trig", "positive", "hyperbolic", "oprf")
 #: The Performer paper's three kinds (Lemma 2, Theorem 2, the paper's figures).
 PAPER_KINDS = ("trig", "positive", "hyperbolic")
@@ -33,15 +35,28 @@ def check_choice(value, name, choices):
 
 
 def check_kind(kind):
-    return check_choice(kind, "kind", KINDS)
+    """A registered kind's name (:mod:`rfkernels.estimators`), else ValueError listing them."""
+    from .estimators import registry
+
+    return registry.entry("kind", kind).name
 
 
-def check_ensemble(ensemble, choices=ENSEMBLES):
-    return check_choice(ensemble, "ensemble", choices)
+def check_ensemble(ensemble, choices=None):
+    """A registered ensemble's name (or one of ``choices``), else ValueError listing them."""
+    if choices is not None:
+        return check_choice(ensemble, "ensemble", choices)
+    from .estimators import registry
+
+    return registry.entry("ensemble", ensemble).name
 
 
-def check_norms(norms, choices=NORMS):
-    return check_choice(norms, "norms", choices)
+def check_norms(norms, choices=None):
+    """A registered norm law's name (or one of ``choices``), else ValueError listing them."""
+    if choices is not None:
+        return check_choice(norms, "norms", choices)
+    from .estimators import registry
+
+    return registry.entry("norms", norms).name
 
 
 def check_int(value, name, minimum=1):

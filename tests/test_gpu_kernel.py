@@ -97,7 +97,7 @@ def _simulated():
             gpu, gpu_w = np.full(TILT_TRIALS, np.nan), np.full(TILT_TRIALS, np.nan)
             _mc_cuda.gpu_reduced_estimates(*args, gpu, oprf=oprf, threads=threads, blocks=blocks, tilt=tilt,
                                            weights=gpu_w)
-            _, ref, ref_w, _ = next(estimate_chunks(
+            _, ref, ref_w = next(estimate_chunks(
                 KEY, TILT_LENGTH, m, d, KINDS[kind], ensemble=ENSEMBLE_NAMES[ens],
                 norms="chi" if chi else "fixed", trials=TILT_TRIALS, first=BASE & (2**40 - 1),
                 pair=BASE >> 40, backend="numpy", A=A, tilt=tilt))

@@ -62,10 +62,10 @@ def _tilted_chunks(ensemble, norms, kind, m, d, *, backend, chunk=None, trials=6
     if tilt is None:
         tilt = reduced.tilt_for(kind, ensemble, norms, length, d, A=_a(kind))
     es, ws = [], []
-    for n, e, w, xp in reduced.estimate_chunks(key, length, m, d, kind, ensemble=ensemble, norms=norms,
+    for n, e, w in reduced.estimate_chunks(key, length, m, d, kind, ensemble=ensemble, norms=norms,
                                                trials=trials, first=first, pair=pair, chunk=chunk,
                                                backend=backend, A=_a(kind), tilt=tilt):
-        assert xp is np and e.shape == w.shape == (n,)
+        assert isinstance(e, np.ndarray) and e.shape == w.shape == (n,)
         es.append(np.array(e))
         ws.append(np.array(w))
     return np.concatenate(es), np.concatenate(ws)

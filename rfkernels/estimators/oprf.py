@@ -67,8 +67,14 @@ def check_params(values, *, batch):
 
 
 def resolve(params, geom):
-    """The float A of one pair: as given, or the pair's ``A*`` where A is 'auto'."""
+    """The float A of one pair: as given, or the pair's ``A*`` where A is 'auto'.
+
+    Without a geometry (``geom=None``: the engine's entries, which see only
+    ``|x + y|``) an explicit A is required.
+    """
     if params.auto:
+        if geom is None:
+            check_a(None, required=True)
         return float(bt.oprf_optimal_a_from_geometry(geom))
     return float(params.A)
 
@@ -113,6 +119,6 @@ KIND = registry.register("kind", registry.Kind(
     summary="optimal positive random features (parameter A < 1/8, default A* per pair)",
     features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms, log_mse=log_mse, theory_reason=theory_reason,
-    resolve=resolve, constants=constants, tilt_slope=tilt_slope,
+    resolve=resolve, fixed_params=lambda A: OPRFParams(float(A)), constants=constants, tilt_slope=tilt_slope,
     needs_squared_norms=True, param_names=("A",), check_params=check_params,
 ))

@@ -95,6 +95,9 @@ class Kind:
         The same, in place, as a :func:`rfkernels._scalar.scalar` source:
         ``scalar_terms(length, slope, curvature, offset, m, d, chi, p, q)``
         (the Numba and CUDA kernels inline it).
+    fixed_params : callable
+        ``fixed_params(value) -> params``: the parameter object holding one
+        pair's resolved value (so that theory and the engine agree on it).
     resolve : callable
         ``resolve(params, geom) -> value``: the kind's parameters of one pair
         (OPRF: the float A, ``A*`` of the pair where A is 'auto'); None for
@@ -139,6 +142,7 @@ class Kind:
     log_mse: Optional[Callable]
     theory_reason: Callable
     resolve: Callable = field(default=lambda params, geom: None)
+    fixed_params: Callable = field(default=lambda value: None)
     constants: Callable = field(default=lambda value, length, d: (float(length), 0.0, 0.0))
     lemma2: Optional[Callable] = None
     tilt_reason: Optional[str] = None

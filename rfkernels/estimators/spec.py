@@ -11,7 +11,7 @@ tilted, does the GPU kernel take it) are its attributes, each a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..validation import check_int
@@ -137,6 +137,10 @@ class Estimator:
         return estimator(self.kind.name, ensemble=self.ensemble.name, norms=self.norms.name,
                          kernel=self.kernel.name, m=self.m if m is None else m,
                          d=self.d if d is None else d, params=self.params)
+
+    def for_pair(self, value):
+        """The same estimator with the kind's parameters fixed to one pair's ``value`` (:attr:`Kind.resolve`)."""
+        return replace(self, params=self.kind.fixed_params(value)) if self.kind.param_names else self
 
     def describe(self):
         """A dict of the choices (names and sizes), as results and JSON record them."""
