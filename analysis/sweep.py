@@ -69,7 +69,8 @@ import numpy as np
 from rfkernels import reduced, theory
 from rfkernels.backends import BACKENDS
 from rfkernels.storage import atomic_write, git_revision, package_versions
-from rfkernels.validation import ENSEMBLES, KINDS, NORMS, check_memory
+from rfkernels.estimators import registry
+from rfkernels.validation import check_memory
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
 from .points import (
@@ -281,7 +282,7 @@ class GridPoints(Sequence):
 
 def _check_axis_value(axis, v):
     if axis in ("kind", "ensemble", "norms", "backend"):
-        choices = {"kind": KINDS, "ensemble": ENSEMBLES, "norms": NORMS, "backend": BACKENDS}[axis]
+        choices = _choices(axis)
         if v not in choices:
             raise SweepError(f"grid.{axis}: {v!r} is not one of {', '.join(choices)}")
         return v
@@ -534,7 +535,12 @@ def _theory_block(spec, start, stop, skip=None):
 # Reading and checking tables
 # ---------------------------------------------------------------------------
 
-_CHOICES = {"kind": KINDS, "ensemble": ENSEMBLES, "norms": NORMS, "backend": BACKENDS}
+def _choices(column):
+    """The valid values of a text axis: the registry's names (kinds registered later included)."""
+    return BACKENDS if column == "backend" else registry.names(column)
+
+
+_CHOICE_COLUMNS = ("kind", "ensemble", "norms", "backend")
 #: Text columns with a fixed set of values ('' where Monte Carlo did not run).
 _WORDS = {"proposal": ("", "plain", "tilted")}
 #: Float columns that may be empty (not applicable, or beyond float64 with a note).
@@ -552,8 +558,8 @@ def _first(flags):
 def _check_column(column, texts):
     """The typed values of one column of a block of rows, or ``(None, (i, problem))``
     for its first bad field ``i``."""
-    if column in _CHOICES:
-        allowed = _CHOICES[column]
+    if column in _CHOICE_COLUMNS:
+        allowed = _choices(column)
         if set(texts) <= set(allowed):
             return list(texts), None
         i = _first(t not in allowed for t in texts)
