@@ -424,7 +424,8 @@ def test_an_unknown_proposal_is_a_usage_error(command, capsys):
         main([command, *(["--out", "unused"] if command == "sweep" else []),
               "--proposal", "gaussian"])
     assert exc.value.code == 2
-    assert "invalid choice: 'gaussian'" in capsys.readouterr().err
+    assert ("argument --proposal: invalid choice: 'gaussian'; expected one of plain, tilted, auto"
+            in capsys.readouterr().err)
 
 
 def test_compare_shows_the_proposal_of_every_row(capsys):
@@ -446,3 +447,251 @@ def test_compare_shows_the_proposal_of_every_row(capsys):
     assert main([*only_trig, "--proposal", "tilted"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tilted" in err[0] and "trig" in err[0], err
+
+
+# ---------------------------------------------------------------------------
+# Names are validated at parse time against the registry; angles may be
+# written as multiples of pi; repeated list entries count once
+# ---------------------------------------------------------------------------
+
+from rfkernels.backends import BACKENDS  # noqa: E402
+from rfkernels.commands._options import angle_value, choice  # noqa: E402
+from rfkernels.estimators import registry  # noqa: E402
+from rfkernels.reduced import PROPOSALS  # noqa: E402
+
+#: (command, option, valid choices) of every name option of the command line.
+NAME_OPTIONS = [
+    *[(c, "--kind", "kind") for c in ("mse", "compare", "sweep", "attention")],
+    *[(c, "--ensemble", "ensemble") for c in ("mse", "compare", "sweep", "attention")],
+    *[(c, "--norms", "norms") for c in ("mse", "compare", "sweep", "attention")],
+    *[(c, "--backend", "backend") for c in ("mse", "compare", "sweep")],
+    ("sweep", "--backends", "backend"),
+    ("attention", "--backend", "attention-backend"),
+    *[(c, "--proposal", "proposal") for c in ("mse", "compare", "sweep")],
+]
+
+
+def _choices(which):
+    if which == "backend":
+        return BACKENDS
+    if which == "attention-backend":
+        return ("numpy", "cupy")
+    if which == "proposal":
+        return PROPOSALS
+    return registry.names(which)
+
+
+def _usage_error(argv, capsys):
+    """The stderr of a parse-time refusal (exit status 2, nothing on stdout, no run)."""
+    extra = ["--out", "unused"] if argv[0] in ("sweep", "attention") else []
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, *extra])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+@pytest.mark.parametrize("command,option,which", NAME_OPTIONS)
+def test_an_unknown_name_is_refused_at_parse_time(command, option, which, capsys, monkeypatch):
+    import rfkernels.cli as cli
+
+    ran = []
+    monkeypatch.setitem(cli._COMMANDS, command, (*cli._COMMANDS[command][:1],
+                                                 lambda args: ran.append(args) or 0,
+                                                 cli._COMMANDS[command][2]))
+    err = _usage_error([command, option, "nonsense"], capsys)
+    lines = [ln for ln in err.splitlines() if "error:" in ln]
+    assert lines == [f"rfkernels {command}: error: argument {option}: invalid choice: "
+                     f"'nonsense'; expected one of {', '.join(_choices(which))}"]
+    assert not ran
+    # in a list, one bad item is enough
+    if option in ("--kind", "--ensemble", "--backends") and command != "mse":
+        good = _choices(which)[0]
+        err = _usage_error([command, option, f"{good},nonsense"], capsys)
+        assert f"argument {option}: invalid choice: 'nonsense'" in err
+    # every valid name passes the parser
+    for name in _choices(which):
+        args = _parse(command, option, name)
+        value = getattr(args, option.lstrip("-").replace("-", "_"))
+        assert value in (name, [name])
+
+
+def test_attention_backend_keeps_its_restriction(capsys):
+    err = _usage_error(["attention", "--backend", "numba"], capsys)
+    assert "argument --backend: invalid choice: 'numba'; expected one of numpy, cupy" in err
+
+
+@pytest.mark.parametrize("command,option,which", NAME_OPTIONS)
+def test_help_lists_the_choices(command, option, which, capsys):
+    entries = _option_entries(_help(command, capsys))
+    entry = next(e for e in entries if e.startswith(f"{option} "))
+    assert ", ".join(_choices(which)) in entry, entry
+
+
+def test_a_kind_registered_later_is_a_choice(capsys):
+    from types import SimpleNamespace
+
+    registry.register("kind", SimpleNamespace(name="toy-kind"))
+    try:
+        assert _parse("compare", "--kind", "toy-kind,trig").kind == ["toy-kind", "trig"]
+        assert _parse("mse", "--kind", "toy-kind").kind == "toy-kind"
+        assert "toy-kind" in _help("sweep", capsys)
+    finally:
+        registry.unregister("kind", "toy-kind")
+    assert "toy-kind" in _usage_error(["mse", "--kind", "toy-kind"], capsys)  # refused again
+
+
+def test_choice_helper():
+    conv = choice(("a", "b"), "letter")
+    assert conv("b") == "b" and conv.choices == ("a", "b")
+    with pytest.raises(Exception, match=r"invalid choice: 'c'; expected one of a, b"):
+        conv("c")
+    assert choice("ensemble").choices == registry.names("ensemble")
+
+
+@pytest.mark.parametrize("text,value", [
+    ("pi", math.pi), ("pi/2", math.pi / 2), ("3pi/4", 3 * math.pi / 4), ("3*pi/4", 3 * math.pi / 4),
+    ("2*pi/3", 2 * math.pi / 3), ("-pi/4", -math.pi / 4), ("0.5pi", 0.5 * math.pi), ("PI/3", math.pi / 3),
+    (" pi / 6 ", math.pi / 6), ("1.5", 1.5), ("0", 0.0), ("1e-3", 1e-3),
+])
+def test_angle_value_takes_numbers_and_multiples_of_pi(text, value):
+    assert angle_value(text) == value
+
+
+@pytest.mark.parametrize("bad", ["x", "", "pi/0", "pi/2/3", "2**pi", "*pi", "pi*2", "3pi4", "1.5.", "pie"])
+def test_angle_value_refuses_other_text(bad):
+    with pytest.raises(Exception, match=re.escape(
+            f"expected an angle in radians such as 1.5, pi, pi/2 or 3pi/4, got {bad!r}")):
+        angle_value(bad)
+
+
+@pytest.mark.parametrize("command", ["mse", "compare", "sweep"])
+def test_every_angle_option_takes_multiples_of_pi(command, capsys):
+    assert _parse(command, "--angle", "pi/2").angle in (math.pi / 2, [math.pi / 2])
+    if command != "mse":
+        assert _parse(command, "--angle", "0,pi/4", "--angle", "pi").angle == [0.0, math.pi / 4,
+                                                                                 math.pi]
+    err = _usage_error([command, "--angle", "half-pi"], capsys)
+    assert ("argument --angle: expected an angle in radians such as 1.5, pi, pi/2 or 3pi/4, "
+            "got 'half-pi'") in err
+
+
+def test_mse_angle_pi_over_2_is_the_number(capsys):
+    base = ["mse", "--backend", "numpy", "--proposal", "plain", "--trials", "2000", "--d", "4",
+            "--m", "2", "--json", "--no-progress"]
+    outs = []
+    for angle in ("pi/2", "1.5707963267948966"):
+        assert main([*base, "--angle", angle]) == 0
+        out = _strict(capsys.readouterr().out)
+        out.pop("elapsed_s", None)
+        outs.append(out)
+    assert outs[0]["angle"] == math.pi / 2
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("command,option,values,expected", [
+    ("compare", "--kind", ["positive,trig", "trig"], ["positive", "trig"]),
+    ("compare", "--m", ["4,8,4", "8"], [4, 8]),
+    ("compare", "--angle", ["1,pi", "3.141592653589793"], [1.0, math.pi]),
+    ("compare", "--ensemble", ["iid", "iid,orthogonal"], ["iid", "orthogonal"]),
+    ("sweep", "--d", ["8,4", "8"], [8, 4]),
+    ("sweep", "--norms", ["chi,chi"], ["chi"]),
+    ("sweep", "--backends", ["numpy", "numpy"], ["numpy"]),
+    ("attention", "--kind", ["trig", "positive,trig"], ["trig", "positive"]),
+    ("attention", "--m", ["2,2"], [2]),
+])
+def test_repeated_list_entries_count_once(command, option, values, expected):
+    argv = [command]
+    for v in values:
+        argv += [option, v]
+    assert getattr(_parse(*argv), option.lstrip("-").replace("-", "_")) == expected
+
+
+def test_figures_only_repeats_count_once():
+    args = build_parser().parse_args(["figures", "--only", "ratio", "bias_audit,ratio",
+                                      "--only", "bias_audit"])
+    assert args.only == ["ratio", "bias_audit"]
+
+
+def test_compare_repeated_kind_gives_no_repeated_rows(capsys):
+    assert main(["compare", "--d", "4", "--m", "2", "--ensemble", "iid", "--trials", "2000",
+                 "--proposal", "plain", "--kind", "positive,trig", "--kind", "trig",
+                 "--json"]) in (0, 1)
+    rows = _strict(capsys.readouterr().out)["rows"]
+    keys = [(r["kind"], r["ensemble"], r["m"], r["d"]) for r in rows]
+    assert [k[0] for k in keys] == ["positive", "trig"] and len(set(keys)) == len(keys)
+
+
+def test_attention_repeated_kind_runs(tmp_path, capsys):
+    csv = tmp_path / "a.csv"
+    assert main(["attention", "--L", "16", "--d", "4", "--m", "2,2", "--samples", "2",
+                 "--kind", "positive", "--kind", "positive", "--ensemble", "iid",
+                 "--out", str(csv)]) == 0  # the study refuses repeats; the CLI passes none
+    assert len(_strict((tmp_path / "a.json").read_text())["per_sample_mse"]) == 1
+
+
+# ---------------------------------------------------------------------------
+# Theorem 2 is shown only where it applies
+# ---------------------------------------------------------------------------
+
+MSE_SMALL = ["mse", "--backend", "numpy", "--proposal", "plain", "--trials", "2000", "--d", "8",
+             "--m", "4", "--no-progress"]
+
+
+def test_theorem2_reason_rule():
+    from rfkernels.commands.mse import theorem2_reason
+
+    assert theorem2_reason("positive", "orthogonal", "chi", 4, 8) is None
+    assert theorem2_reason("positive", "orthogonal", "chi", 8, 8) is None
+    for args, needle in ((("positive", "iid", "chi", 4, 8), "ensemble is 'iid'"),
+                         (("positive", "simplex", "chi", 4, 8), "ensemble is 'simplex'"),
+                         (("positive", "orthogonal-unfixed-qr", "chi", 4, 8), "orthogonal-unfixed-qr"),
+                         (("trig", "orthogonal", "chi", 4, 8), "kind is 'trig'"),
+                         (("positive", "orthogonal", "fixed", 4, 8), "norms are 'fixed'"),
+                         (("positive", "orthogonal", "chi", 9, 8), "m = 9 > d = 8")):
+        reason = theorem2_reason(*args)
+        assert reason.startswith("Theorem 2 bounds positive features, orthogonal ensemble") and \
+            needle in reason, (args, reason)
+
+
+def test_mse_iid_has_no_theorem2(capsys):
+    assert main([*MSE_SMALL, "--ensemble", "iid", "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["mse_theorem2"] is None
+    assert "ensemble is 'iid'" in out["null_reasons"]["mse_theorem2"]
+    assert out["mse_lemma2"] is not None  # Lemma 2 is about iid features
+    assert main([*MSE_SMALL, "--ensemble", "iid"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "Theorem 2" in ln)
+    assert "n/a" in line and f"({out['null_reasons']['mse_theorem2']})" in line
+
+
+def test_mse_orthogonal_has_theorem2(capsys):
+    from rfkernels import theory
+
+    assert main([*MSE_SMALL, "--ensemble", "orthogonal", "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    x, y = theory.pair(8, 1.0, 1.0, 1.0)
+    assert out["mse_theorem2"] == pytest.approx(float(theory.theorem2_bound(x, y, 4)), rel=1e-14)
+    assert "mse_theorem2" not in out.get("null_reasons", {})
+    assert main([*MSE_SMALL, "--ensemble", "orthogonal", "--m", "9", "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["mse_theorem2"] is None and "m = 9 > d = 8" in out["null_reasons"]["mse_theorem2"]
+
+
+def test_check_and_compare_state_the_same_theorem2_rule(capsys):
+    from rfkernels.commands.mse import theorem2_reason
+
+    assert main(["check", "--json"]) == 0
+    for r in _strict(capsys.readouterr().out)["rows"]:
+        expected = theorem2_reason(r["kind"], "orthogonal", "chi", r["m"], r["d"])
+        assert (r["log_theorem2_bound"] is None) == (expected is not None), r
+        if expected is not None:
+            assert r["null_reasons"]["log_theorem2_bound"] == expected
+    assert main(["compare", "--d", "4", "--m", "2,8", "--kind", "positive,trig", "--trials", "2000",
+                 "--proposal", "plain", "--json"]) in (0, 1)
+    for r in _strict(capsys.readouterr().out)["rows"]:
+        expected = theorem2_reason(r["kind"], r["ensemble"], r["norms"], r["m"], r["d"])
+        assert (r["theorem2_bound"] is None) == (expected is not None), r
+        if expected is not None:
+            assert r["null_reasons"]["theorem2_bound"] == expected

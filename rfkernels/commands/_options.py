@@ -1,16 +1,24 @@
-"""Option grammar shared by every subcommand: counts, numbers and lists.
+"""Option grammar shared by every subcommand: counts, numbers, angles, names and lists.
 
 - A count (``--trials``, ``--m``, ``--d``, ``--seed``, ...) is an integer
   that may be written ``1e6``: :func:`int_value`.
+- An angle is a number of radians or a rational multiple of pi
+  (``pi``, ``pi/2``, ``3pi/4``, ``2*pi/3``, ``-pi/4``): :func:`angle_value`.
+- A name (``--kind``, ``--ensemble``, ``--norms``, ``--backend``,
+  ``--proposal``) is one of the choices the registry (or the core) has when
+  the parser is built, refused at parse time otherwise: :func:`choice`.
 - A list option accepts commas and repeats alike, ``--m 4,8 --m 16`` is
   ``[4, 8, 16]``; a value given on the command line replaces the default, it
-  never extends it: :func:`add_list`.
+  never extends it, and a repeated entry counts once (first occurrence
+  order): :func:`add_list`.
 """
 
 from __future__ import annotations
 
 import argparse
 import decimal
+import math
+import re
 
 #: Epilog of the subcommands with list options.
 LIST_NOTE = ("List options take comma-separated values and may be repeated:\n"
@@ -40,6 +48,69 @@ def float_value(text):
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+#: ``[sign][a][*]pi[/b]``: a and b unsigned numbers; "*" only after a.
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_PI_MULTIPLE = re.compile(
+    rf"(?P<sign>[+-]?)\s*(?:(?P<a>{_NUMBER})\s*\*?\s*)?pi\s*(?:/\s*(?P<b>{_NUMBER}))?",
+    re.IGNORECASE)
+
+
+def angle_value(text):
+    """An angle in radians: a number (``1.5``) or a rational multiple of pi.
+
+    ``pi``, ``pi/2``, ``3pi/4``, ``3*pi/4``, ``2.5pi``, ``-pi/4``: ``[a][*]pi[/b]``
+    with numbers a and b (b not 0) is ``a * math.pi / b``. ``inf`` and
+    ``nan`` are passed on like :func:`float_value`; the range check (``angle
+    must lie in [0, pi]``) is the core's.
+    """
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    found = _PI_MULTIPLE.fullmatch(text.strip()) if isinstance(text, str) else None
+    if found is not None:
+        a = float(found["a"]) if found["a"] else 1.0
+        b = float(found["b"]) if found["b"] else 1.0
+        if b != 0 and math.isfinite(a) and math.isfinite(b):
+            value = a * math.pi / b
+            return -value if found["sign"] == "-" else value
+    raise argparse.ArgumentTypeError(
+        f"expected an angle in radians such as 1.5, pi, pi/2 or 3pi/4, got {text!r}")
+
+
+def choice(axis_or_choices, name=None):
+    """An argparse ``type=`` converter accepting one of a fixed set of names.
+
+    ``axis_or_choices`` is a registry axis (``"kind"``, ``"ensemble"``,
+    ``"norms"``: the names registered when this is called, i.e. when the
+    parser is built, so a kind a plugin registered before appears) or a
+    sequence of names (e.g. :data:`rfkernels.backends.BACKENDS`). Any other
+    text is an :class:`argparse.ArgumentTypeError` listing the choices, which
+    argparse reports as ``argument --OPTION: ...`` with exit status 2. The
+    converter's ``choices`` attribute is the tuple (for help texts); it works
+    for single options and, as ``convert``, for :func:`add_list`.
+    """
+    if isinstance(axis_or_choices, str):
+        from ..estimators import registry
+
+        choices = tuple(registry.names(axis_or_choices))
+        name = name or axis_or_choices
+    else:
+        choices = tuple(axis_or_choices)
+    if not choices:
+        raise ValueError(f"no choices for {name or axis_or_choices!r}")
+
+    def convert(text):
+        if text in choices:
+            return text
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r}; expected one of {', '.join(choices)}")
+
+    convert.__name__ = name or "choice"
+    convert.choices = choices
+    return convert
+
+
 def _list_of(convert):
     def parse(text):
         items = [t.strip() for t in text.split(",")]
@@ -61,6 +132,9 @@ str_list = _list_of(str)
 class ExtendList(argparse.Action):
     """Collect the values of every occurrence; the first one replaces the default.
 
+    A repeated entry counts once, where it first appeared: ``--kind
+    positive,trig --kind trig`` is ``["positive", "trig"]``. With ``nargs``
+    (each value itself a list) the lists are joined into one.
     (argparse's own ``action="extend"`` appends to a non-None default, so
     ``--m 8`` with default ``[4, 16]`` would give ``[4, 16, 8]``.)
     """
@@ -69,15 +143,34 @@ class ExtendList(argparse.Action):
         current = getattr(namespace, self.dest, None)
         if current is None or current is self.default:
             current = []
-        setattr(namespace, self.dest, [*current, *values])
+        items = [*current]
+        for v in values:
+            items.extend(v if isinstance(v, list) else [v])
+        setattr(namespace, self.dest, _distinct(items))
+
+
+def _distinct(items):
+    """``items`` without repeats (by ``==``), in first occurrence order."""
+    out = []
+    for v in items:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+#: The list parsers of the plain element converters.
+_LISTS = {int_value: int_list, float_value: float_list, str: str_list}
 
 
 def add_list(parser, *flags, convert, default=None, help, **kwargs):
-    """``parser.add_argument`` for a list option of ``convert`` (int_value, float_value or str).
+    """``parser.add_argument`` for a list option whose items are ``convert(item)``.
 
+    ``convert`` is int_value, float_value, angle_value, str or any argparse
+    ``type=`` converter, e.g. :func:`choice`: the text is split at commas
+    and each item converted (an ArgumentTypeError names the option).
     ``default`` (a list, or None) is shown once in ``--help`` by the CLI's formatter.
     """
-    parse = {int_value: int_list, float_value: float_list, str: str_list}[convert]
+    parse = _LISTS.get(convert) or _list_of(convert)
     if default is not None:
         default = list(default)
     return parser.add_argument(*flags, type=parse, action=ExtendList, default=default, help=help,

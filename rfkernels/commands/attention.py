@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..cli import command
 from ..storage import atomic_write, git_revision, package_versions
-from ._options import LIST_NOTE, add_list, float_value, int_value
+from ._options import LIST_NOTE, add_list, choice, float_value, int_value
 from ._output import dumps
 
 #: Default grid of the number of projections m (Figure 4 goes up to 256).
@@ -34,7 +34,11 @@ def _add_attention(p):
         DEFAULT_KINDS,
     )
     from rfkernels.attention import NONPOSITIVE_POLICIES
-    from rfkernels.validation import ENSEMBLES, KINDS, NORMS
+    from rfkernels.backends import BACKENDS
+
+    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    # the attention study runs on numpy and cupy only (no numba kernels)
+    backends = choice(tuple(b for b in BACKENDS if b in ("numpy", "cupy")), "backend")
 
     p.epilog = (LIST_NOTE + "\n\nA sample MSE that is not finite is left out of the row's mean (column\n"
                 "non-finite) and is null in the JSON sidecar, with its reason in \"null_reasons\";\n"
@@ -43,20 +47,21 @@ def _add_attention(p):
     p.add_argument("--d", type=int_value, default=16, help="dimension of queries, keys and values")
     add_list(p, "--m", convert=int_value, default=DEFAULT_M, help="numbers of projections")
     p.add_argument("--samples", type=int_value, default=15, help="random inputs per grid point (>= 2)")
-    add_list(p, "--kind", convert=str, default=DEFAULT_KINDS,
-             help=f"estimators among {', '.join(KINDS)} (default: the paper's three)")
-    add_list(p, "--ensemble", convert=str, default=DEFAULT_ENSEMBLES,
-             help=f"projection ensembles among {', '.join(ENSEMBLES)}")
+    add_list(p, "--kind", convert=kinds, default=DEFAULT_KINDS,
+             help=f"estimators among {', '.join(kinds.choices)} (default: the paper's three)")
+    add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
+             help=f"projection ensembles among {', '.join(ensembles.choices)}")
     p.add_argument("--input-scale", type=float_value, default=DEFAULT_INPUT_SCALE,
                    help="sigma: rows of Q and K are N(0, sigma^2/d I_d), so E|q|^2 = sigma^2 "
                         "in the kernel exp(q.k)")
     p.add_argument("--seed", type=int_value, default=0, help="root seed (SeedSequence entropy)")
-    p.add_argument("--norms", choices=NORMS, default="chi", help="row norms of the projections")
+    p.add_argument("--norms", type=norms, default="chi",
+                   help=f"row norms of the projections: {', '.join(norms.choices)}")
     p.add_argument("--causal", action="store_true", help="causal (unidirectional) attention")
     p.add_argument("--nonpositive", choices=NONPOSITIVE_POLICIES, default="divide",
                    help="rows with a normaliser <= 0 (trig): divide anyway, NaN, or stop")
-    p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
-                   help="array backend of the attention")
+    p.add_argument("--backend", type=backends, default="numpy",
+                   help=f"array backend of the attention: {', '.join(backends.choices)}")
     p.add_argument("--out", default="attention_mse.csv",
                    help="CSV path; the JSON sidecar is the same path with suffix .json")
     p.add_argument("--force", action="store_true",

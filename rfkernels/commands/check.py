@@ -8,6 +8,7 @@ import numpy as np
 
 from ..cli import command
 from ._output import dumps
+from .mse import theorem2_reason
 
 #: (d, |x|, |y|, angle) of the built-in geometries of ``rfkernels check``.
 CHECK_GEOMETRIES = (
@@ -48,8 +49,8 @@ def theory_check_rows():
                 ort = float(
                     theory.exact_mse_from_geometry(geom, m, kind, ensemble="orthogonal", log=True)
                 )
-                bound = None
-                if kind == "positive" and m <= d:
+                bound = None  # the rows' orthogonal MSE is exact_mse's: chi norms
+                if theorem2_reason(kind, "orthogonal", "chi", m, d) is None:
                     bound = float(theory.theorem2_bound_from_geometry(geom, m, log=True))
                 row = {
                     "d": d, "norm_x": nx, "norm_y": ny, "angle": angle, "m": m, "kind": kind,
@@ -80,7 +81,8 @@ def null_reason(key, value, row):
     if value is not None:
         return None
     if key in ("log_theorem2_bound", "ort_le_bound"):
-        return "Theorem 2 bounds positive features with m <= d only"
+        return (theorem2_reason(row["kind"], "orthogonal", "chi", row["m"], row["d"])
+                or "not computed")
     if key == "ort_le_iid":
         return ("no verdict for trig features: their pair covariance is not negative "
                 "for every d")

@@ -8,9 +8,9 @@ import re
 
 from .. import theory
 from ..cli import command
-from ..reduced import PROPOSALS
-from ._options import LIST_NOTE, add_list, float_value, int_value
+from ._options import LIST_NOTE, add_list, angle_value, choice, float_value, int_value
 from ._output import dumps
+from .mse import theorem2_reason
 
 _EPILOG = LIST_NOTE + """
 
@@ -37,23 +37,33 @@ _STATEMENTS = ("exact_le_bound", "iid_eq_lemma2", "mc_consistent")
 
 
 def _add(p):
+    from ..backends import BACKENDS
+    from ..reduced import PROPOSALS
+
     p.epilog = _EPILOG
     add_list(p, "--d", convert=int_value, default=[16], help="dimensions")
     add_list(p, "--norm-x", dest="norm_x", convert=float_value, default=[0.5], help="|x|")
     add_list(p, "--norm-y", dest="norm_y", convert=float_value, default=[0.5], help="|y|")
-    add_list(p, "--angle", convert=float_value, default=[1.0], help="angles, radians in [0, pi]")
+    add_list(p, "--angle", convert=angle_value, default=[1.0],
+             help="angles, radians in [0, pi] (1.5, pi/2, 3pi/4, ...)")
     add_list(p, "--m", convert=int_value, default=[4, 16], help="numbers of projections")
-    add_list(p, "--kind", convert=str, default=["positive", "hyperbolic", "trig"], help="estimators")
-    add_list(p, "--ensemble", convert=str, default=["iid", "orthogonal"], help="ensembles")
-    p.add_argument("--norms", default="chi", help="chi or fixed")
+    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    add_list(p, "--kind", convert=kinds, default=["positive", "hyperbolic", "trig"],
+             help=f"estimators among {', '.join(kinds.choices)}")
+    add_list(p, "--ensemble", convert=ensembles, default=["iid", "orthogonal"],
+             help=f"ensembles among {', '.join(ensembles.choices)}")
+    p.add_argument("--norms", type=norms, default="chi", help=f"row norms: {', '.join(norms.choices)}")
     p.add_argument("--trials", type=int_value, default=100_000,
                    help="Monte Carlo trials per row (and per bias-audit row)")
     p.add_argument("--seed", type=int_value, default=0, help="root seed")
-    p.add_argument("--backend", default="numpy", help="numpy, numba or cupy")
+    backends = choice(BACKENDS, "backend")
+    p.add_argument("--backend", type=backends, default="numpy", help=", ".join(backends.choices))
     p.add_argument("--method", default="reduced", help="reduced or literal")
-    p.add_argument("--proposal", choices=PROPOSALS, default="auto",
-                   help="Monte Carlo proposal: plain, tilted (importance sampling of the heavy tail; "
-                        "trig rows stay plain) or auto (tilted where a plain pilot finds a heavy tail)")
+    proposals = choice(PROPOSALS, "proposal")
+    p.add_argument("--proposal", type=proposals, default="auto",
+                   help=f"Monte Carlo proposal, one of {', '.join(proposals.choices)}: plain, "
+                        "tilted (importance sampling of the heavy tail; trig rows stay plain) or "
+                        "auto (tilted where a plain pilot finds a heavy tail)")
     p.add_argument("--bias-audit", action="store_true",
                    help="also audit the bias of the orthogonal constructions (literal, positive) "
                         "for every --d and --m")
@@ -94,7 +104,8 @@ def null_reason(key, value, row):
     if key == "mse_lemma2":
         return theory.no_lemma2_reason(row["kind"], row["norms"])
     if key == "theorem2_bound":
-        return "Theorem 2 bounds positive features, orthogonal ensemble, chi norms, m <= d only"
+        return (theorem2_reason(row["kind"], row["ensemble"], row["norms"], row["m"], row["d"])
+                or "not computed")
     if key == "z":
         if _missing(row.get("mse_exact")):
             return "no exact MSE at this row"

@@ -35,7 +35,7 @@ def _run(args):
         return 0
     from tqdm.auto import tqdm
 
-    names = [n for group in args.only for n in group] if args.only else list(FIGURES)
+    names = list(args.only) if args.only else list(FIGURES)  # ExtendList joins the groups
     for n in names:  # validate before any work
         figure_module(n)
     bars = {}

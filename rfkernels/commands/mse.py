@@ -6,18 +6,19 @@ import math
 import sys
 
 from ..cli import command
-from ..reduced import PROPOSALS
-from ..validation import ENSEMBLES, KINDS
-from ._options import float_value, int_value
+from ._options import angle_value, choice, float_value, int_value
 from ._output import dumps
 
 _LOG_MAX = math.log(sys.float_info.max)
-_KINDS = ", ".join(KINDS)
-_ENSEMBLES = ", ".join(ENSEMBLES)
 
 
 def _add_mse(p):
-    p.epilog = ("Counts (--d, --m, --trials, --seed, --chunk) may be written 1e6.\n"
+    from ..backends import BACKENDS
+    from ..reduced import PROPOSALS
+
+    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    p.epilog = ("Counts (--d, --m, --trials, --seed, --chunk) may be written 1e6; angles\n"
+                "pi, pi/2, 3pi/4 or 2*pi/3 as well as 1.5.\n"
                 "In --json a value the run does not have is null, with its reason in\n"
                 "\"null_reasons\".")
     p.add_argument("--d", type=int_value, default=16, help="dimension")
@@ -25,28 +26,45 @@ def _add_mse(p):
                    help="number of projections (features: m positive, 2m trig/hyperbolic)")
     p.add_argument("--norm-x", type=float_value, default=1.0, help="|x|")
     p.add_argument("--norm-y", type=float_value, default=1.0, help="|y|")
-    p.add_argument("--angle", type=float_value, default=1.0,
-                   help="angle between x and y, radians in [0, pi]")
-    p.add_argument("--kind", default="positive",
-                   help=f"estimator: {_KINDS}")
-    p.add_argument("--ensemble", default="iid",
-                   help=f"projections: {_ENSEMBLES} (sorf and orthogonal-unfixed-qr: --method literal)")
-    p.add_argument("--norms", default="chi", help="row norms: chi (unbiased) or fixed (sqrt(d))")
+    p.add_argument("--angle", type=angle_value, default=1.0,
+                   help="angle between x and y, radians in [0, pi] (1.5, pi/2, 3pi/4, ...)")
+    p.add_argument("--kind", type=kinds, default="positive",
+                   help=f"estimator: {', '.join(kinds.choices)}")
+    p.add_argument("--ensemble", type=ensembles, default="iid",
+                   help=f"projections: {', '.join(ensembles.choices)} "
+                        "(sorf and orthogonal-unfixed-qr: --method literal)")
+    p.add_argument("--norms", type=norms, default="chi",
+                   help=f"row norms: {', '.join(norms.choices)} (chi: unbiased; fixed: sqrt(d))")
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
     p.add_argument("--seed", type=int_value, default=0,
                    help="seed (recorded; same seed, same numbers on every backend)")
-    p.add_argument("--backend", default="numba",
-                   help="numpy, numba or cupy (numba compiles its kernel on first use, then caches it)")
+    backends = choice(BACKENDS, "backend")
+    p.add_argument("--backend", type=backends, default="numba",
+                   help=f"{', '.join(backends.choices)} (numba compiles its kernel on first use, "
+                        "then caches it)")
     p.add_argument("--method", default="reduced",
                    help="reduced (draw only the scalar projections) or literal (full W, QR, feature maps)")
     p.add_argument("--chunk", type=int_value, default=None,
                    help="trials per chunk (default: a per-backend choice)")
-    p.add_argument("--proposal", choices=PROPOSALS, default="auto",
-                   help="Monte Carlo proposal: plain (the estimator's own law), tilted (importance "
-                        "sampling of the heavy tail, exact weights; reduced method, not trig) or "
-                        "auto (tilted where a plain pilot run finds a heavy tail)")
+    proposals = choice(PROPOSALS, "proposal")
+    p.add_argument("--proposal", type=proposals, default="auto",
+                   help=f"Monte Carlo proposal, one of {', '.join(proposals.choices)}: plain "
+                        "(the estimator's own law), tilted (importance sampling of the heavy tail, "
+                        "exact weights; reduced method, not trig) or auto (tilted where a plain "
+                        "pilot run finds a heavy tail)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown unless stderr is a terminal)")
+
+
+def theorem2_reason(kind, ensemble, norms, m, d):
+    """Why Theorem 2 says nothing about (kind, ensemble, norms, m, d); None where it applies.
+
+    The estimator's capability (:attr:`rfkernels.estimators.Estimator.theorem2`),
+    the one statement of the rule.
+    """
+    from ..estimators import estimator
+
+    return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).theorem2.reason
 
 
 def null_reason(key, value, out):
@@ -58,9 +76,8 @@ def null_reason(key, value, out):
     kind, ensemble, norms = out.get("kind"), out.get("ensemble"), out.get("norms")
     reasons = {
         "mse_lemma2": theory.no_lemma2_reason(kind, norms) or "beyond float64",
-        "mse_theorem2": ("beyond float64" if kind == "positive" and norms == "chi"
-                         and out.get("m", 0) <= out.get("d", 0)
-                         else "Theorem 2 bounds positive features with chi norms and m <= d only"),
+        "mse_theorem2": (theorem2_reason(kind, ensemble, norms, out.get("m"), out.get("d"))
+                         or "beyond float64"),
         "mse_exact": theory.no_closed_form_reason(kind, ensemble, norms),
         "bias_z": "bias_stderr is 0",
         "k_hat": out.get("tail_note"),
@@ -79,7 +96,7 @@ def null_reason(key, value, out):
 
 
 def theory_values(geom, m, kind, ensemble, norms):
-    """Lemma 2 (iid, chi norms) and Theorem 2 (positive, chi norms, m <= d) where they apply."""
+    """Lemma 2 (iid, chi norms) and Theorem 2 (:func:`theorem2_reason`) where they apply."""
     from .. import theory
 
     def linear(log_value):  # None where the value is beyond float64 (its JSON reason says so)
@@ -88,8 +105,8 @@ def theory_values(geom, m, kind, ensemble, norms):
     lemma2 = theorem2 = None
     if theory.no_lemma2_reason(kind, norms) is None:
         lemma2 = linear(float(theory.lemma2_mse_from_geometry(geom, m, kind, log=True)))
-        if kind == "positive" and m <= int(geom.d):
-            theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, m, log=True)))
+    if theorem2_reason(kind, ensemble, norms, m, int(geom.d)) is None:
+        theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, m, log=True)))
     return lemma2, theorem2
 
 

@@ -5,20 +5,19 @@ from __future__ import annotations
 import time
 
 from ..cli import command
-from ..reduced import PROPOSALS
-from ..validation import ENSEMBLES, KINDS
-from ._options import LIST_NOTE, add_list, float_value, int_value
+from ._options import LIST_NOTE, add_list, angle_value, choice, float_value, int_value
 from ._output import dumps
 
-#: Grid axes settable on the command line: option -> element parser.
-GRID_OPTIONS = {
-    "kind": str, "ensemble": str, "norms": str, "backends": str,
-    "d": int_value, "m": int_value, "angle": float_value,
-    "norm_x": float_value, "norm_y": float_value, "norm_sum": float_value,
-}
+#: Grid axes settable on the command line (list options; their element parsers are
+#: in :func:`_add`, the names' choices the registry's when the parser is built).
+GRID_OPTIONS = ("kind", "ensemble", "norms", "backends", "d", "m", "angle",
+                "norm_x", "norm_y", "norm_sum")
 
 
 def _add(p):
+    from ..backends import BACKENDS
+    from ..reduced import PROPOSALS
+
     p.epilog = LIST_NOTE + ("\n\nOptions override the TOML file's keys; a default shown applies when "
                            "neither sets it.")
     p.add_argument("grid", nargs="?", help="TOML file with [grid] and [run] tables "
@@ -31,16 +30,20 @@ def _add(p):
     p.add_argument("--theory-only", action="store_true", default=None,
                    help="evaluate the closed forms only (vectorised, no Monte Carlo)")
     g = p.add_argument_group("grid axes (lists)")
-    add_list(g, "--kind", convert=str, help=f"{', '.join(KINDS)} (default: positive)")
-    add_list(g, "--ensemble", convert=str,
-             help=f"{', '.join(ENSEMBLES)} (default: iid; orthogonal-unfixed-qr and sorf "
+    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    backends = choice(BACKENDS, "backend")
+    add_list(g, "--kind", convert=kinds, help=f"{', '.join(kinds.choices)} (default: positive)")
+    add_list(g, "--ensemble", convert=ensembles,
+             help=f"{', '.join(ensembles.choices)} (default: iid; orthogonal-unfixed-qr and sorf "
                   "need --method literal)")
-    add_list(g, "--norms", convert=str, help="chi, fixed (default: chi)")
-    add_list(g, "--backends", convert=str, help="backends as a grid axis (default: --backend)")
+    add_list(g, "--norms", convert=norms, help=f"{', '.join(norms.choices)} (default: chi)")
+    add_list(g, "--backends", convert=backends,
+             help=f"backends as a grid axis, among {', '.join(backends.choices)} "
+                  "(default: --backend)")
     add_list(g, "--d", convert=int_value, help="dimensions (required here or in the file)")
     add_list(g, "--m", convert=int_value, help="numbers of projections (required)")
-    add_list(g, "--angle", convert=float_value,
-             help="angles between x and y, radians in [0, pi] (required)")
+    add_list(g, "--angle", convert=angle_value,
+             help="angles between x and y, radians in [0, pi]: 1.5, pi/2, 3pi/4, ... (required)")
     add_list(g, "--norm-x", dest="norm_x", convert=float_value, help="|x| (default: 1)")
     add_list(g, "--norm-y", dest="norm_y", convert=float_value, help="|y| (default: 1)")
     add_list(g, "--norm-sum", dest="norm_sum", convert=float_value,
@@ -48,12 +51,15 @@ def _add(p):
     r = p.add_argument_group("run")
     r.add_argument("--trials", type=int_value, help="Monte Carlo trials per point (default: 100000)")
     r.add_argument("--seed", type=int_value, help="root seed (default: 0)")
-    r.add_argument("--backend", help="numpy, numba or cupy (default: numpy)")
+    r.add_argument("--backend", type=backends,
+                   help=f"{', '.join(backends.choices)} (default: numpy)")
     r.add_argument("--method", help="reduced or literal (default: reduced)")
     r.add_argument("--chunk", type=int_value, help="trials per chunk (default: automatic)")
-    r.add_argument("--proposal", choices=PROPOSALS,
-                   help="Monte Carlo proposal: plain, tilted (importance sampling of the heavy "
-                        "tail; trig points stay plain) or auto (default: auto)")
+    proposals = choice(PROPOSALS, "proposal")
+    r.add_argument("--proposal", type=proposals,
+                   help=f"Monte Carlo proposal, one of {', '.join(proposals.choices)}: plain, "
+                        "tilted (importance sampling of the heavy tail; trig points stay plain) or "
+                        "auto (default: auto)")
     p.add_argument("--progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 

@@ -96,13 +96,24 @@ class Estimator:
 
     @property
     def theorem2(self):
-        """Theorem 2's bound applies: positive features, orthogonal, chi norms, m <= d."""
-        if self.kind.name != "positive" or self.ensemble.name != "orthogonal" or not self.norms.chi:
-            return Capability("Theorem 2 bounds positive features with orthogonal projections "
-                              "and chi norms only")
+        """Theorem 2's bound applies: positive features, one orthogonal block (m <= d), chi norms.
+
+        Anywhere else a bound shown beside a result would be a statement about
+        another estimator; the reason names each condition not met.
+        """
+        unmet = []
+        if self.kind.name != "positive":
+            unmet.append(f"kind is {self.kind.name!r}")
+        if self.ensemble.name != "orthogonal":
+            unmet.append(f"ensemble is {self.ensemble.name!r}")
+        if not self.norms.chi:
+            unmet.append(f"norms are {self.norms.name!r}")
         if self.m is not None and self.d is not None and self.m > self.d:
-            return Capability("Theorem 2 holds for m <= d only (one orthogonal block)")
-        return AVAILABLE
+            unmet.append(f"m = {self.m} > d = {self.d}")
+        if not unmet:
+            return AVAILABLE
+        return Capability("Theorem 2 bounds positive features, orthogonal ensemble, chi norms, "
+                          f"m <= d only; here {', '.join(unmet)}")
 
     @property
     def reduced(self):
