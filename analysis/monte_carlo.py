@@ -154,12 +154,12 @@ LITERAL_CHUNK = 1024
 # ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Setup:
     """A validated run: the estimator, the engine and everything known per pair before any trial.
 
-    Built by :func:`_setup` (the one place a Monte Carlo run is checked); the
-    proposal fields are filled by :func:`_choose_proposals`.
+    Built by :func:`_setup`, the one place a Monte Carlo run is checked, and
+    not changed after; each pair's proposal is a :class:`_Plan`.
     """
 
     X: np.ndarray
@@ -178,16 +178,26 @@ class _Setup:
     a: list  # the kind's parameter per pair (OPRF: A; None for the other kinds)
     consts: list  # the kind's constants per pair (the engine's floats)
     proposal: str = "plain"  # as requested: plain, tilted or auto
-    tilts: list = None  # per pair: the Tilt drawn from, or None (plain); set by _choose_proposals
-    notes: list = None  # per pair: why that proposal
-    pilot_k: list = None  # per pair: the pilot's k-hat, or None (no pilot)
-    fallback: list = None  # per pair: the Tilt to rerun with if auto's plain run comes out heavy
 
     kind = property(lambda self: self.est.kind.name)
     ensemble = property(lambda self: self.est.ensemble.name)
     norms = property(lambda self: self.est.norms.name)
     m = property(lambda self: self.est.m)
     d = property(lambda self: self.est.d)
+
+
+@dataclass
+class _Plan:
+    """Each pair's proposal (:func:`_choose_proposals`), revised where a plain run is rerun tilted."""
+
+    tilts: list  # per pair: the Tilt drawn from, or None (plain)
+    notes: list  # per pair: why that proposal
+    pilot_k: list  # per pair: the pilot's k-hat, or None (no pilot)
+    fallback: list  # per pair: the Tilt to rerun with if auto's plain run comes out heavy
+
+    @classmethod
+    def plain(cls, pairs, note=""):
+        return cls([None] * pairs, [note] * pairs, [None] * pairs, [None] * pairs)
 
 
 def _recorded_entropy(entropy):
@@ -236,7 +246,13 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
-    est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A)
+    if isinstance(kind, Estimator):  # validated by the caller (rfkernels mse builds it once)
+        if (ensemble, norms, A) != ("iid", "chi", None):
+            raise ValueError("kind is an Estimator: its ensemble, norms and A are its own; "
+                             "leave ensemble, norms and A out")
+        est = kind.with_size(m=m)
+    else:
+        est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A)
     if method == "reduced":
         est.reduced.require()
     elif proposal == "tilted":
@@ -314,10 +330,13 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 # ---------------------------------------------------------------------------
 
 
-def _reduced_chunks(s, first=0, pairs=None):
-    """``(pair, n, e, w, xp)`` of every pair (or of ``pairs``), chunk by chunk; ``w`` None if plain."""
+def _reduced_chunks(s, tilts=None, first=0, pairs=None):
+    """``(pair, n, e, w, xp)`` of every pair (or of ``pairs``), chunk by chunk; ``w`` None if plain.
+
+    ``tilts``: each pair's :class:`rfkernels.reduced.Tilt` or None (default: all plain).
+    """
     key = key_from_seed(s.seq)
-    tilts = s.tilts or [None] * len(s.norm)
+    tilts = tilts or [None] * len(s.norm)
     xp = s.engine.xp
     for pair, nm in enumerate(s.norm):
         if pairs is not None and pair not in pairs:
@@ -328,33 +347,30 @@ def _reduced_chunks(s, first=0, pairs=None):
 
 
 def _choose_proposals(s):
-    """Set each pair's proposal (``s.tilts``, ``s.notes``, ``s.pilot_k``) as ``s.proposal`` asks."""
+    """Each pair's proposal (a :class:`_Plan`) as ``s.proposal`` asks."""
     pairs = len(s.norm)
-    s.tilts, s.notes, s.pilot_k = [None] * pairs, [""] * pairs, [None] * pairs
-    s.fallback = [None] * pairs
     if s.proposal == "plain":
-        s.notes = ["plain: as requested"] * pairs
-        return
+        return _Plan.plain(pairs, "plain: as requested")
     if s.est.kind.tilt_reason is not None or s.method != "reduced":
         why = ("trig estimates are bounded: nothing to tilt" if s.est.kind.tilt_reason is not None
                else "the literal method has no proposal")
-        s.notes = [f"plain: {why}"] * pairs
-        return
+        return _Plan.plain(pairs, f"plain: {why}")
+    plan = _Plan.plain(pairs)
     key = key_from_seed(s.seq)
     for pair, nm in enumerate(s.norm):
         tilt = reduced.tilt_of(s.est, s.a[pair], nm.length)
         if s.proposal == "tilted":
-            s.tilts[pair], s.notes[pair] = tilt, "tilted: as requested"
+            plan.tilts[pair], plan.notes[pair] = tilt, "tilted: as requested"
             continue
         if nm.length * nm.length > TILT_LOG_MAX:
-            s.notes[pair] = (f"plain: |x+y|^2 = {nm.length * nm.length:.4g} > {TILT_LOG_MAX:g}; "
+            plan.notes[pair] = (f"plain: |x+y|^2 = {nm.length * nm.length:.4g} > {TILT_LOG_MAX:g}; "
                              "a moved term's squared error (about e^(3|x+y|^2) relative to SM^2) "
                              "would overflow float64")
             continue
         plain_reach = reach(s.est.kind, nm.length, s.trials, s.m, d=s.d, norms=s.norms, A=s.a[pair])
         if plain_reach < REACH_MIN:
-            s.tilts[pair] = tilt
-            s.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
+            plan.tilts[pair] = tilt
+            plan.notes[pair] = (f"tilted: plain trials would reach the region the MSE comes from "
                              f"about {plain_reach:.3g} times (< {REACH_MIN:g})")
             continue
         n = min(PILOT_TRIALS, s.trials)  # a short run's pilot is as long as the run
@@ -365,14 +381,15 @@ def _choose_proposals(s):
             sq.append(err * err)
         sq = np.concatenate(sq)
         k = pareto_k_hat(sq) if np.all(np.isfinite(sq)) and tail_size(n) >= MIN_TAIL else math.nan
-        s.pilot_k[pair] = None if math.isnan(k) else float(k)
+        plan.pilot_k[pair] = None if math.isnan(k) else float(k)
         if not np.all(np.isfinite(sq)) or k >= TAIL_K_MAX:
-            s.tilts[pair] = tilt
-            s.notes[pair] = f"tilted: pilot k_hat = {k:.4g} >= {TAIL_K_MAX} ({n} plain trials)"
+            plan.tilts[pair] = tilt
+            plan.notes[pair] = f"tilted: pilot k_hat = {k:.4g} >= {TAIL_K_MAX} ({n} plain trials)"
         else:
             shown = "undefined" if math.isnan(k) else f"{k:.4g} < {TAIL_K_MAX}"
-            s.notes[pair] = f"plain: pilot k_hat {shown} ({n} plain trials)"
-            s.fallback[pair] = tilt
+            plan.notes[pair] = f"plain: pilot k_hat {shown} ({n} plain trials)"
+            plan.fallback[pair] = tilt
+    return plan
 
 
 def _literal_chunks(s, first=0):
@@ -443,24 +460,25 @@ def _run(s):
     tilted (the progress total grows by those trials).
     """
     started = time.perf_counter()
-    _choose_proposals(s)
+    plan = _choose_proposals(s)
     todo = list(range(len(s.norm)))
     results = [None] * len(s.norm)
     progress = [0, s.trials * len(s.norm)]
     while todo:
-        for pair, acc in zip(todo, _accumulate(s, todo, progress)):
-            results[pair] = _result(s, pair, acc, time.perf_counter() - started)
-        todo = [pair for pair in todo if _rerun_tilted(s, pair, results[pair])]
+        for pair, acc in zip(todo, _accumulate(s, plan, todo, progress)):
+            results[pair] = _result(s, plan, pair, acc, time.perf_counter() - started)
+        todo = [pair for pair in todo if _rerun_tilted(plan, pair, results[pair])]
         progress[1] += s.trials * len(todo)
     return tuple(results)
 
 
-def _accumulate(s, pairs, progress):
+def _accumulate(s, plan, pairs, progress):
     """The finished :class:`Accumulator` of each of ``pairs``, in their order."""
-    accs = {pair: Accumulator(s.trials, s.norm[pair].target, weighted=s.tilts[pair] is not None)
+    accs = {pair: Accumulator(s.trials, s.norm[pair].target, weighted=plan.tilts[pair] is not None)
             for pair in pairs}
     last = len(s.norm) - 1
-    chunks = _reduced_chunks(s, pairs=set(pairs)) if s.method == "reduced" else _literal_chunks(s)
+    chunks = (_reduced_chunks(s, plan.tilts, pairs=set(pairs)) if s.method == "reduced"
+              else _literal_chunks(s))
     for pair, n, e, w, xp in chunks:
         accs[pair].add(e, xp, w)
         progress[0] += n
@@ -472,15 +490,15 @@ def _accumulate(s, pairs, progress):
     return [accs[pair] for pair in pairs]
 
 
-def _rerun_tilted(s, pair, result):
+def _rerun_tilted(plan, pair, result):
     """Switch ``pair`` to its fallback tilt if auto left it plain and its tail came out heavy."""
-    tilt = s.fallback[pair] if s.fallback else None
+    tilt = plan.fallback[pair]
     k = result.tail.k_hat
     if tilt is None or result.tail_ok or not (k >= TAIL_K_MAX):
         return False
-    s.tilts[pair], s.fallback[pair] = tilt, None
-    s.notes[pair] = (f"tilted: the plain run's k_hat = {k:.4g} >= {TAIL_K_MAX} "
-                     f"(after {s.notes[pair].removeprefix('plain: ')}); run again tilted")
+    plan.tilts[pair], plan.fallback[pair] = tilt, None
+    plan.notes[pair] = (f"tilted: the plain run's k_hat = {k:.4g} >= {TAIL_K_MAX} "
+                        f"(after {plan.notes[pair].removeprefix('plain: ')}); run again tilted")
     return True
 
 
@@ -498,7 +516,7 @@ def _scaled(value, log_factor, what):
     return math.copysign(math.exp(log_abs), value)
 
 
-def _result(s, pair, acc, elapsed):
+def _result(s, plan, pair, acc, elapsed):
     nm = s.norm[pair]
     n = acc.sq.n
     log_c, log_c2 = nm.log_scale, 2.0 * nm.log_scale
@@ -513,7 +531,7 @@ def _result(s, pair, acc, elapsed):
     # level) are rounding, not estimator error.
     constant = acc.sq.m2 <= (RESOLUTION * max(acc.sq.mean, RESOLUTION)) ** 2 * n
     below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
-    tilt = s.tilts[pair]
+    tilt = plan.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
                           reach(s.est.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair]),
                           below_resolution=below)
@@ -535,11 +553,11 @@ def _result(s, pair, acc, elapsed):
         mean_estimate=mean_est, bias=bias, bias_stderr=bias_se,
         bias_z=bias / bias_se if bias_se > 0 else None,
         mse_exact=exact, z=z, tail=tail, tail_ok=tail.ok,
-        proposal="plain" if tilt is None else "tilted", proposal_note=s.notes[pair],
+        proposal="plain" if tilt is None else "tilted", proposal_note=plan.notes[pair],
         proposal_shift=None if tilt is None else tilt.shift,
         proposal_alpha0=None if tilt is None else tilt.alpha0,
         proposal_wscale=None if tilt is None else tilt.wscale,
-        pilot_k_hat=s.pilot_k[pair], ess=ess, weight_mean=weight_mean,
+        pilot_k_hat=plan.pilot_k[pair], ess=ess, weight_mean=weight_mean,
         elapsed_s=elapsed,
     )
 
@@ -571,8 +589,10 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         The pair.
     m : int
         Number of projections (features: m positive, 2m trig/hyperbolic).
-    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
-        Estimator.
+    kind : str or rfkernels.estimators.Estimator
+        A registered kind ('trig', 'positive', 'hyperbolic', 'oprf', ...), or
+        an :class:`~rfkernels.estimators.Estimator` already validated (its
+        ensemble, norms and A are then its own: leave those keywords out).
     ensemble : {'iid', 'orthogonal', 'orthogonal-unfixed-qr', 'simplex', 'sorf'}, default 'iid'
         Projection ensemble; ``'orthogonal-unfixed-qr'`` and
         ``'sorf'`` need ``method='literal'``; ``'orthogonal-unfixed-qr'``
@@ -769,7 +789,7 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
                names=("x", "y"), keep_all=True, A=A)
     if start + s.trials > reduced.MAX_TRIALS:
         raise ValueError(f"start + trials must be at most 2**{reduced.PAIR_SHIFT}")
-    chunks = _reduced_chunks(s, start) if s.method == "reduced" else _literal_chunks(s, start)
+    chunks = _reduced_chunks(s, first=start) if s.method == "reduced" else _literal_chunks(s, start)
     parts = [to_numpy(e).copy() for _, _, e, _, _ in chunks]
     e = np.concatenate(parts)
     if not np.all(np.isfinite(e)):

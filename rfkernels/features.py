@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 from .backends import get_array_module
-from .estimators import oprf
+from .estimators import oprf, registry
 from .validation import (
     KINDS,
     check_bool,
@@ -302,8 +302,7 @@ def feature_dimension(kind, d, *, m=None, nu=None):
         return 2 * d * nu if kind == "dpfp" else d
     if m is None:
         raise ValueError(f"m (the number of projections) is required for kind={kind!r}")
-    m = check_int(m, "m")
-    return m if kind in ("positive", "oprf") else 2 * m
+    return registry.entry("kind", kind).features_per_projection * check_int(m, "m")
 
 
 def _deterministic_features(x, kind, nu, xp):

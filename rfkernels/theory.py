@@ -225,6 +225,12 @@ def no_theorem2_reason(kind, ensemble, norms, m=None, d=None):
     return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).theorem2.reason
 
 
+def lemma2_of(geom, m, est, *, log=True):
+    """Lemma 2's MSE (its log by default) of a validated estimator with :attr:`~rfkernels.estimators.Estimator.lemma2`."""
+    est.lemma2.require()
+    return _finish(est.kind.lemma2(geom, _check_m(m, geom)), log, "Lemma 2 MSE")
+
+
 def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
     """Lemma 2 of [1]_ for a :class:`Geometry`; see :func:`lemma2_mse`."""
     log = check_bool(log, "log")
@@ -235,8 +241,7 @@ def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
                              "theory.exact_mse (its exact MSE)")
         raise ValueError(f"norms={norms!r} is not supported by Lemma 2 (it assumes chi norms, i.e. "
                          f"Gaussian projections); use exact_mse(..., norms={norms!r})")
-    m = _check_m(m, geom)
-    return _finish(est.kind.lemma2(geom, m), log, "Lemma 2 MSE")
+    return lemma2_of(geom, m, est, log=log)
 
 
 def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
@@ -343,13 +348,18 @@ def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=Non
     return exact_log_mse(geom, m, est, log=log)
 
 
-def exact_log_mse(geom, m, est, *, log=True):
+def exact_log_mse(geom, m, est, *, log=True, vectors=None):
     """The exact MSE (its log by default) of a validated :class:`rfkernels.estimators.Estimator`.
 
     ``m`` is checked against the batch; the estimator's capability says why
-    there is no closed form (ValueError) where there is none.
+    there is no closed form (ValueError) where there is none. ``vectors``,
+    the pair(s) ``(x, y)`` of ``geom``, reach the kind's theory (a kind whose
+    MSE depends on the vectors themselves needs them).
     """
     est.exact_mse.require()
+    if vectors is None and est.kind.theory_needs_vectors:
+        raise ValueError(f"the exact MSE of kind={est.kind.name!r} depends on x and y themselves, "
+                         "not only on their geometry: use theory.exact_mse(x, y, ...)")
     m = _check_m(m, geom)
     if est.ensemble.min_d > 1 and np.any(np.asarray(geom.d) < est.ensemble.min_d):
         estimator(est.kind.name, ensemble=est.ensemble.name, d=int(np.min(geom.d)))  # its message
@@ -360,7 +370,7 @@ def exact_log_mse(geom, m, est, *, log=True):
         except ValueError:
             raise ValueError(f"A of shape {np.shape(A)} does not broadcast with the batch shape "
                              f"{np.shape(geom.s)}") from None
-    return _finish(est.kind.log_mse(geom, m, est), log, "exact MSE")
+    return _finish(est.kind.log_mse(geom, m, est, vectors), log, "exact MSE")
 
 
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
@@ -461,8 +471,11 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     >>> bool(ort < iid)
     True
     """
-    return exact_mse_from_geometry(geometry(x, y), m, kind, ensemble=ensemble, norms=norms, A=A,
-                                   log=log)
+    log = check_bool(log, "log")
+    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True)
+    geom = geometry(x, y)
+    return exact_log_mse(geom, m, est, log=log, vectors=np.broadcast_arrays(
+        np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)))
 
 
 def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None):
@@ -534,6 +547,7 @@ __all__ = [
     "no_lemma2_reason",
     "no_theorem2_reason",
     "lemma2_mse_from_geometry",
+    "lemma2_of",
     "log_exact_mse",
     "oprf_optimal_a",
     "oprf_optimal_a_from_geometry",

@@ -29,7 +29,7 @@ def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
         p[i] = exp(2.0 * length * p[i] - 2.0 * length * length)
 
 
-def log_mse(geom, m, est):
+def log_mse(geom, m, est, vectors=None):
     return 2.0 * geom.log_sm + np.log(np.expm1(4.0 * geom.s)) - np.log(m)
 
 

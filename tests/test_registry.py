@@ -138,3 +138,26 @@ def test_a_auto_is_one_convention():
     assert theory.exact_mse(x, y, 8, "oprf", A="auto") == theory.exact_mse(x, y, 8, "oprf")
     with pytest.raises(ValueError, match="A must be a float < 1/8 or 'auto'"):
         monte_carlo_mse(x, y, 8, "oprf", A="best", trials=100)
+
+
+def test_theory_entries_receive_the_vectors(toy):
+    """A kind whose MSE depends on x and y themselves gets them (DERF's case), or a clear refusal."""
+    import dataclasses
+
+    seen = []
+
+    def log_mse(geom, m, est, vectors):
+        seen.append(vectors)
+        return toy.log_mse(geom, m, est)
+
+    registry.register("kind", dataclasses.replace(toy.KIND, name="toyv", log_mse=log_mse,
+                                                  theory_needs_vectors=True))
+    try:
+        x, y = theory.pair(6, 0.3, 0.2, 1.1)
+        assert theory.exact_mse(x, y, 5, "toyv") == theory.exact_mse(x, y, 5, "toy")
+        np.testing.assert_array_equal(seen[0][0], x)
+        np.testing.assert_array_equal(seen[0][1], y)
+        with pytest.raises(ValueError, match="depends on x and y themselves"):
+            theory.exact_mse_from_geometry(theory.geometry(x, y), 5, "toyv")
+    finally:
+        registry.unregister("kind", "toyv")

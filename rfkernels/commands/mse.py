@@ -67,18 +67,23 @@ def theorem2_reason(kind, ensemble, norms, m, d):
     return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).theorem2.reason
 
 
-def null_reason(key, value, out):
-    """Why ``out[key]`` is null in ``rfkernels mse --json``; None if it is not null."""
+def null_reason(key, value, out, est=None):
+    """Why ``out[key]`` is null in ``rfkernels mse --json``; None if it is not null.
+
+    ``est``: the run's :class:`rfkernels.estimators.Estimator` (else built
+    from ``out``'s kind, ensemble, norms, m and d), whose capabilities say why.
+    """
     if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
         return None
-    from .. import theory
+    if est is None:
+        from ..estimators import estimator
 
-    kind, ensemble, norms = out.get("kind"), out.get("ensemble"), out.get("norms")
+        est = estimator(out.get("kind"), ensemble=out.get("ensemble"), norms=out.get("norms"),
+                        m=out.get("m"), d=out.get("d"))
     reasons = {
-        "mse_lemma2": theory.no_lemma2_reason(kind, norms) or "beyond float64",
-        "mse_theorem2": (theorem2_reason(kind, ensemble, norms, out.get("m"), out.get("d"))
-                         or "beyond float64"),
-        "mse_exact": theory.no_closed_form_reason(kind, ensemble, norms),
+        "mse_lemma2": est.lemma2.reason or "beyond float64",
+        "mse_theorem2": est.theorem2.reason or "beyond float64",
+        "mse_exact": est.exact_mse.reason,
         "bias_z": "bias_stderr is 0",
         "k_hat": out.get("tail_note"),
         "max_share": "every squared error is 0",
@@ -95,18 +100,18 @@ def null_reason(key, value, out):
     return reasons.get(key)
 
 
-def theory_values(geom, m, kind, ensemble, norms):
-    """Lemma 2 (iid, chi norms) and Theorem 2 (:func:`theorem2_reason`) where they apply."""
+def theory_values(geom, est):
+    """Lemma 2 and Theorem 2 of the estimator ``est`` where its capabilities say they apply."""
     from .. import theory
 
     def linear(log_value):  # None where the value is beyond float64 (its JSON reason says so)
         return math.exp(log_value) if log_value <= _LOG_MAX else None
 
     lemma2 = theorem2 = None
-    if theory.no_lemma2_reason(kind, norms) is None:
-        lemma2 = linear(float(theory.lemma2_mse_from_geometry(geom, m, kind, log=True)))
-    if theorem2_reason(kind, ensemble, norms, m, int(geom.d)) is None:
-        theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, m, log=True)))
+    if est.lemma2:
+        lemma2 = linear(float(theory.lemma2_of(geom, est.m, est)))
+    if est.theorem2:
+        theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, est.m, log=True)))
     return lemma2, theorem2
 
 
@@ -115,9 +120,12 @@ def _run_mse(args):
     from .. import theory
     from ..analysis.monte_carlo import monte_carlo_mse_from_geometry
 
+    from ..estimators import estimator
+
+    est = estimator(args.kind, ensemble=args.ensemble, norms=args.norms, m=args.m, d=args.d)
     x, y = theory.pair(args.d, args.norm_x, args.norm_y, args.angle)
     geom = theory.geometry(x, y)
-    lemma2, theorem2 = theory_values(geom, args.m, args.kind, args.ensemble, args.norms)
+    lemma2, theorem2 = theory_values(geom, est)
 
     bar = progress = None
     if not args.no_progress and sys.stderr.isatty():
@@ -133,7 +141,7 @@ def _run_mse(args):
 
     try:
         res = monte_carlo_mse_from_geometry(  # the geometry computed once, above
-            geom, args.m, args.kind, ensemble=args.ensemble, norms=args.norms, trials=args.trials,
+            geom, args.m, est, trials=args.trials,
             seed=args.seed, backend=args.backend, method=args.method, chunk=args.chunk,
             progress=progress, vectors=(x, y), proposal=args.proposal,
         )
@@ -153,17 +161,15 @@ def _run_mse(args):
     }
     out.update(res.to_dict())
     if args.json:
-        print(dumps(out, explain=null_reason, indent=1))
+        print(dumps(out, explain=lambda k, v, o: null_reason(k, v, o, est), indent=1))
         return 0
 
     def num(key, v):
         """The value, or n/a with the reason --json gives."""
-        return f"{v:10.4e}" if v is not None else f"{'n/a':>9}    ({null_reason(key, v, out)})"
+        return f"{v:10.4e}" if v is not None else f"{'n/a':>9}    ({null_reason(key, v, out, est)})"
 
     r = res
-    from ..features import feature_dimension
-
-    feats = feature_dimension(r.kind, r.d, m=r.m)
+    feats = est.feature_dimension
     print(f"MSE of the {r.kind} estimator of SM = exp(x.y): {r.ensemble} projections, {r.norms} norms")
     print(f"d = {r.d}, m = {r.m} projections ({feats} features), |x| = {args.norm_x:g}, "
           f"|y| = {args.norm_y:g}, angle = {args.angle:g} rad: |x+y|^2 = {float(geom.s):.4g}, "
@@ -174,7 +180,7 @@ def _run_mse(args):
     print(f"  Monte Carlo      {num('mse_mc', r.mse)} +- {r.stderr:.2e}   "
           f"95% CI [{r.ci95[0]:.4e}, {r.ci95[1]:.4e}]")
     z = "" if r.mse_exact is None else (
-        f"   z = {r.z:+.2f}" if r.z is not None else f"   z n/a ({null_reason('z', None, out)})")
+        f"   z = {r.z:+.2f}" if r.z is not None else f"   z n/a ({null_reason('z', None, out, est)})")
     print(f"  exact            {num('mse_exact', r.mse_exact)}{z}")
     print(f"  Lemma 2 (iid)    {num('mse_lemma2', lemma2)}")
     print(f"  Theorem 2 bound  {num('mse_theorem2', theorem2)}"

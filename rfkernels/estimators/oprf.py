@@ -106,7 +106,7 @@ def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
         p[i] = exp((slope * p[i] - half) + (curvature * q[i] + offset))
 
 
-def log_mse(geom, m, est):
+def log_mse(geom, m, est, vectors=None):
     return bt.log_mse_beyond(geom, m, "oprf", est.ensemble.name, est.params.A)
 
 

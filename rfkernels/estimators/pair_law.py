@@ -36,7 +36,7 @@ def paper_theory_reason(ensemble, norms):
 def paper_log_mse(kind_name):
     """``log_mse(geom, m, est)`` of one of the paper's kinds (their closed forms share one shape)."""
 
-    def log_mse(geom, m, est):
+    def log_mse(geom, m, est, vectors=None):
         if est.ensemble.name == "simplex":
             return bt.log_mse_beyond(geom, m, kind_name, "simplex", None)
         pairs = cf.pairs_in_blocks(m, geom.d.astype(np.int64), est.ensemble.name)

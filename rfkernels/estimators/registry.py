@@ -107,9 +107,14 @@ class Kind:
         floats ``scalar_terms`` and ``terms`` take, computed once per pair
         from ``resolve``'s value.
     log_mse : callable or None
-        ``log_mse(geom, m, est)``: the natural log of the exact MSE of the
-        estimator ``est`` (a validated :class:`rfkernels.estimators.Estimator`)
-        at a :class:`rfkernels.theory.Geometry` and an int array ``m``.
+        ``log_mse(geom, m, est, vectors)``: the natural log of the exact MSE of
+        the estimator ``est`` (a validated :class:`rfkernels.estimators.Estimator`)
+        at a :class:`rfkernels.theory.Geometry` and an int array ``m``;
+        ``vectors`` is ``(x, y)`` (batch shape + (d,)) where the caller has
+        them, else None.
+    theory_needs_vectors : bool
+        ``log_mse`` needs ``vectors`` (an MSE that depends on x and y
+        themselves, not only on the geometry's invariants).
     theory_reason : callable
         ``theory_reason(ensemble, norms) -> str or None``: why ``log_mse``
         has no value for those entries (None: it has one).
@@ -144,6 +149,7 @@ class Kind:
     resolve: Callable = field(default=lambda params, geom: None)
     fixed_params: Callable = field(default=lambda value: None)
     constants: Callable = field(default=lambda value, length, d: (float(length), 0.0, 0.0))
+    theory_needs_vectors: bool = False
     lemma2: Optional[Callable] = None
     tilt_reason: Optional[str] = None
     tilt_slope: Callable = field(default=lambda value: (1.0, 0.0))

@@ -144,10 +144,9 @@ class Estimator:
         return None if self.m is None else self.kind.features_per_projection * self.m
 
     def with_size(self, m=None, d=None):
-        """The same estimator at ``m`` projections in dimension ``d`` (checked)."""
-        return estimator(self.kind.name, ensemble=self.ensemble.name, norms=self.norms.name,
-                         kernel=self.kernel.name, m=self.m if m is None else m,
-                         d=self.d if d is None else d, params=self.params)
+        """The same estimator at ``m`` projections in dimension ``d`` (only the sizes are checked)."""
+        m, d = _sizes(self.ensemble, self.m if m is None else m, self.d if d is None else d)
+        return replace(self, m=m, d=d)
 
     def for_pair(self, value):
         """The same estimator with the kind's parameters fixed to one pair's ``value`` (:attr:`Kind.resolve`)."""
@@ -196,10 +195,17 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
                              f"got {name}={v!r} with kind={k.name!r}")
     if params is None:
         params = k.check_params(given, batch=batch)
+    m, d = _sizes(e, m, d)
+    return Estimator(k, e, n, t, params, m, d)
+
+
+def _sizes(ensemble, m, d):
+    """``m >= 1`` and ``d >= ensemble.min_d`` as ints (None stays None)."""
     if m is not None:
         m = check_int(m, "m")
     if d is not None:
         d = check_int(d, "d")
-        if d < e.min_d:
-            raise ValueError(f"ensemble={e.name!r} needs d >= {e.min_d}{e.min_d_note}; got d={d}")
-    return Estimator(k, e, n, t, params, m, d)
+        if d < ensemble.min_d:
+            raise ValueError(f"ensemble={ensemble.name!r} needs d >= {ensemble.min_d}"
+                             f"{ensemble.min_d_note}; got d={d}")
+    return m, d
