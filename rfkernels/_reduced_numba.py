@@ -68,6 +68,9 @@ KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG, "opr
 #: Ensemble codes (``ensemble``; ``False``/``True`` still mean iid/orthogonal).
 IID, ORTHOGONAL, SIMPLEX = 0, 1, 2
 ENSEMBLE_CODES = {"iid": IID, "orthogonal": ORTHOGONAL, "simplex": SIMPLEX}
+#: Positions in ``tp``, the tilt's floats as the kernels take them (:func:`tilt_params`):
+#: the fields of :class:`rfkernels.reduced.Tilt`, in this order.
+TP_ALPHA0, TP_SHIFT, TP_WSCALE, TP_C1, TP_C0, TP_E_PLUS, TP_E_MINUS, TP_C_MINUS, TP_N1 = range(9)
 
 # the counter layout of the vectorised twin, imported, never retyped
 from .reduced import STREAM_DIRECTION as _STREAM_DIRECTION
@@ -339,13 +342,13 @@ def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
     one = 1.0 - cj * cj
     if chi:
         pj = math.sqrt(q[comp]) * cj
-        w = (q[comp] * one) * tp[2]
-        pn = pj + (-tp[1] if negative else tp[1])
+        w = (q[comp] * one) * tp[TP_WSCALE]
+        pn = pj + (-tp[TP_SHIFT] if negative else tp[TP_SHIFT])
         r2 = pn * pn + w
         cn = pn / math.sqrt(r2)
         q[comp] = r2
     else:
-        k = tp[6] if negative else tp[5]
+        k = tp[TP_E_MINUS] if negative else tp[TP_E_PLUS]
         up = (1.0 + cj) * k
         down = 1.0 - cj
         cn = (up - down) / (up + down)
@@ -363,13 +366,13 @@ def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
 @scalar(inline="always")
 def _ratios_chi(v, r, m, tp):
     for i in range(m):
-        r[i] = exp(tp[1] * v[i] + tp[4])
+        r[i] = exp(tp[TP_SHIFT] * v[i] + tp[TP_C0])
 
 
 @scalar(inline="always")
 def _ratios_chi_symmetric(v, r, m, tp):
-    shift = tp[1]
-    c0 = tp[4]
+    shift = tp[TP_SHIFT]
+    c0 = tp[TP_C0]
     for i in range(m):
         r[i] = 0.5 * (exp(shift * v[i] + c0) + exp(c0 - shift * v[i]))
 
@@ -378,13 +381,13 @@ def _ratios_chi_symmetric(v, r, m, tp):
 def _ratios_chi_length(v, q, r, m, tp):
     """OPRF: W_i = q[i] - v[i]^2 (squared length minus squared projection)."""
     for i in range(m):
-        r[i] = exp(tp[1] * v[i] + (tp[3] * (q[i] - v[i] * v[i]) + tp[4]))
+        r[i] = exp(tp[TP_SHIFT] * v[i] + (tp[TP_C1] * (q[i] - v[i] * v[i]) + tp[TP_C0]))
 
 
 @scalar(inline="always")
 def _ratios_fixed(v, r, m, tp):
     for i in range(m):
-        r[i] = exp(tp[4] - tp[8] * log((1.0 - v[i]) + tp[6] * (1.0 + v[i])))
+        r[i] = exp(tp[TP_C0] - tp[TP_N1] * log((1.0 - v[i]) + tp[TP_E_MINUS] * (1.0 + v[i])))
 
 
 @scalar(inline="always")
@@ -392,14 +395,14 @@ def _ratios_fixed_symmetric(v, r, m, tp):
     for i in range(m):
         down = 1.0 - v[i]
         up = 1.0 + v[i]
-        r[i] = 0.5 * (exp(tp[4] - tp[8] * log(down + tp[6] * up))
-                      + exp(tp[7] - tp[8] * log(down + tp[5] * up)))
+        r[i] = 0.5 * (exp(tp[TP_C0] - tp[TP_N1] * log(down + tp[TP_E_MINUS] * up))
+                      + exp(tp[TP_C_MINUS] - tp[TP_N1] * log(down + tp[TP_E_PLUS] * up)))
 
 
 @scalar(inline="always")
 def _mixture(r, m, tp):
     """The weight 1 / (alpha0 + (1 - alpha0) mean_i r_i)."""
-    return 1.0 / (tp[0] + (1.0 - tp[0]) * (_sum8(r, 0, m) / m))
+    return 1.0 / (tp[TP_ALPHA0] + (1.0 - tp[TP_ALPHA0]) * (_sum8(r, 0, m) / m))
 
 
 @scalar(inline="always")
@@ -451,7 +454,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, 
     comp = -1
     negative = False
     if tilted:
-        comp, negative = _choose(k0, k1, trial, m, tp[0], symmetric)
+        comp, negative = _choose(k0, k1, trial, m, tp[TP_ALPHA0], symmetric)
     if ensemble == ORTHOGONAL:
         if chi:
             _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -479,11 +482,11 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, 
     else:
         if ensemble == IID:  # p holds the projections
             if comp >= 0:
-                p[comp] = p[comp] + (-tp[1] if negative else tp[1])
+                p[comp] = p[comp] + (-tp[TP_SHIFT] if negative else tp[TP_SHIFT])
             if needs_w2:
                 _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
                 if comp >= 0:
-                    q[comp] = q[comp] * tp[2]
+                    q[comp] = q[comp] * tp[TP_WSCALE]
                 _add_squares(m, p, q)
         else:  # direction coordinates in p, squared lengths in q
             if comp >= 0:
@@ -535,7 +538,7 @@ def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                 comp = -1
                 negative = False
                 if TILT:
-                    comp, negative = _choose(k0, k1, trial, m, tp[0], SYMMETRIC)
+                    comp, negative = _choose(k0, k1, trial, m, tp[TP_ALPHA0], SYMMETRIC)
                 if ENSEMBLE == ORTHOGONAL:
                     if CHI:
                         _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -563,11 +566,11 @@ def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                 else:
                     if BLOCK_IID:
                         if TILT and comp >= 0:
-                            p[comp] = p[comp] + (-tp[1] if negative else tp[1])
+                            p[comp] = p[comp] + (-tp[TP_SHIFT] if negative else tp[TP_SHIFT])
                         if NEEDS_W2:
                             _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
                             if TILT and comp >= 0:
-                                q[comp] = q[comp] * tp[2]
+                                q[comp] = q[comp] * tp[TP_WSCALE]
                             _add_squares(m, p, q)
                     else:
                         if TILT and comp >= 0:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .features import estimate, feature_map, oprf_auto_a
 from .projections import draw_projections
+from .estimators import estimator
 from .validation import KINDS, check_choice, check_finite, check_int
 
 __all__ = ["NotFittedError", "RandomFeatures"]
@@ -185,22 +186,16 @@ class RandomFeatures:
     # ------------------------------------------------------------ fitting
 
     def _checked_params(self):
-        kind = check_choice(self.kind, "kind", KINDS)
+        kind = check_choice(self.kind, "kind", KINDS)  # the built-ins: their literal feature maps
         r = check_int(self.n_components, "n_components")
-        if kind in ("trig", "hyperbolic"):
-            if r % 2:
-                raise ValueError(f"n_components must be even for kind={kind!r} (r = 2m: a sin/cos "
-                                 f"or exp(+)/exp(-) pair per projection); got {r}")
-            m = r // 2
-        else:
-            m = r
-        if kind == "oprf":
-            if self.A is None:
-                raise ValueError("kind='oprf' needs its parameter A: a float < 1/8 or 'auto' "
-                                 "(the optimal A* for the training data); got None")
-        elif self.A is not None:
-            raise ValueError(f"A is the parameter of kind='oprf' only; got A={self.A!r} with "
-                             f"kind={kind!r}")
+        if kind == "oprf" and self.A is None:
+            raise ValueError("kind='oprf' needs its parameter A: a float < 1/8 or 'auto' "
+                             "(the optimal A* for the training data); got None")
+        per = estimator(kind, A=self.A).kind.features_per_projection  # A checked there, once
+        if r % per:
+            raise ValueError(f"n_components must be even for kind={kind!r} (r = 2m: a sin/cos "
+                             f"or exp(+)/exp(-) pair per projection); got {r}")
+        m = r // per
         seed = self.random_state
         if isinstance(seed, np.random.RandomState):
             seed = int(seed.randint(np.iinfo(np.int32).max))
