@@ -20,6 +20,7 @@ import numpy as np
 
 from rfkernels import reduced, theory
 from rfkernels.backends import check_backend
+from rfkernels.estimators import Estimator, estimator
 from rfkernels.validation import (
     ENSEMBLES,
     check_bool,
@@ -65,8 +66,12 @@ RESULT_COLUMNS = (
 Z_THRESHOLD = 4.0
 
 
-def theory_columns(geom, m, kind, ensemble, norms):
+def theory_columns(geom, m, kind, ensemble=None, norms=None):
     """mse_exact, mse_lemma2, theorem2_bound and a note, for arrays of points.
+
+    ``kind`` is a kind's name (with ``ensemble`` and ``norms``) or an
+    :class:`rfkernels.estimators.Estimator` (validated; its capabilities
+    decide which statements exist).
 
     Returns a dict of arrays. NaN marks "no such statement" (Lemma 2 and
     Theorem 2 are chi-norm results about the paper's kinds, Theorem 2 needs
@@ -76,26 +81,25 @@ def theory_columns(geom, m, kind, ensemble, norms):
     beyond float64, which ``note`` then reports with its natural log — a
     table never holds a silent inf.
     """
+    est = kind if isinstance(kind, Estimator) else estimator(kind, ensemble=ensemble, norms=norms)
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
     logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
     out_of_range = np.zeros(shape, dtype=bool)
-    if theory.no_closed_form_reason(kind, ensemble, norms) is None:
+    if est.exact_mse:
         try:
-            logs["mse_exact"][...] = theory.exact_mse_from_geometry(
-                geom, m, kind, ensemble=ensemble, norms=norms, log=True)
+            logs["mse_exact"][...] = theory.exact_log_mse(geom, m, est)
         except OverflowError:  # a point beyond the simplex quadrature's range: the others still count
             g_all = theory.Geometry(*(np.broadcast_to(a, shape) for a in geom))
             m_all = np.broadcast_to(m, shape)
             for i in np.ndindex(shape):
                 try:
-                    logs["mse_exact"][i] = theory.exact_mse_from_geometry(
-                        theory.Geometry(*(a[i] for a in g_all)), m_all[i], kind,
-                        ensemble=ensemble, norms=norms, log=True)
+                    logs["mse_exact"][i] = theory.exact_log_mse(
+                        theory.Geometry(*(a[i] for a in g_all)), m_all[i], est)
                 except OverflowError:
                     out_of_range[i] = True
-    if theory.no_lemma2_reason(kind, norms) is None:
-        logs["mse_lemma2"][...] = theory.lemma2_mse_from_geometry(geom, m, kind, log=True)
-        if kind == "positive" and ensemble == "orthogonal":
+    if est.lemma2:
+        logs["mse_lemma2"][...] = theory.lemma2_of(geom, m, est)
+        if est.theorem2:  # positive, orthogonal, chi; m <= d point by point below
             m_arr = np.broadcast_to(m, shape)
             ok = m_arr <= np.broadcast_to(geom.d, shape)
             if np.any(ok):
@@ -150,7 +154,8 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     check_choice(proposal, "proposal", reduced.PROPOSALS)
     start = time.perf_counter()
     geom = point_geometry(point)
-    th = theory_columns(geom, point["m"], point["kind"], point["ensemble"], point["norms"])
+    est = estimator(point["kind"], ensemble=point["ensemble"], norms=point["norms"])  # once per row
+    th = theory_columns(geom, point["m"], est)
     row = dict(point)
     nan = float("nan")
     row.update({k: nan for k in RESULT_COLUMNS})
@@ -168,9 +173,9 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
         vectors = point_vectors(point) if method == "literal" else None
         try:
             res = monte_carlo_mse_from_geometry(
-                geom, point["m"], point["kind"], ensemble=point["ensemble"], norms=point["norms"],
-                trials=trials, seed=seed, backend=backend, method=method, chunk=chunk,
-                vectors=vectors, mse_exact=exact, proposal=_applicable(proposal, point, method),
+                geom, point["m"], est, trials=trials, seed=seed, backend=backend, method=method,
+                chunk=chunk, vectors=vectors, mse_exact=exact,
+                proposal=_applicable(proposal, est, method),
             )
         except FloatingPointError as exc:  # this point's MSE is beyond float64: say so, go on
             notes.append(f"Monte Carlo not run: {exc}")
@@ -181,9 +186,9 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     return row
 
 
-def _applicable(proposal, point, method):
+def _applicable(proposal, est, method):
     """``proposal``, with ``'tilted'`` as ``'plain'`` where nothing can be tilted (trig, literal)."""
-    if proposal == "tilted" and (point["kind"] == "trig" or method != "reduced"):
+    if proposal == "tilted" and (not est.tilted or method != "reduced"):
         return "plain"
     return proposal
 
