@@ -363,7 +363,7 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
     check_choice(proposal, "proposal", reduced.PROPOSALS)
-    if proposal == "tilted" and (method != "reduced" or set(kinds) == {"trig"}):
+    if proposal == "tilted" and (method != "reduced" or not any(estimator(k).tilted for k in kinds)):
         raise ValueError("proposal='tilted' needs method='reduced' and a kind other than trig "
                          "(trig estimates are bounded: nothing to tilt); use 'auto' or 'plain'")
     if method == "reduced":

@@ -69,7 +69,7 @@ import numpy as np
 from rfkernels import reduced, theory
 from rfkernels.backends import BACKENDS
 from rfkernels.storage import atomic_write, git_revision, package_versions
-from rfkernels.estimators import registry
+from rfkernels.estimators import estimator, registry
 from rfkernels.validation import check_memory
 
 from .comparison import RESULT_COLUMNS, evaluate_point, theory_columns
@@ -209,7 +209,7 @@ class SweepSpec:
             if self.run["method"] != "reduced":
                 raise SweepError("run.proposal: 'tilted' needs run.method = 'reduced' (the literal "
                                  "method samples the plain law only)")
-            if set(g["kind"]) == {"trig"}:
+            if not any(estimator(k).tilted for k in g["kind"]):
                 raise SweepError("run.proposal: 'tilted' cannot apply to trig features (bounded "
                                  "estimates, no heavy tail); use 'auto' or 'plain'")
         if self.run["theory_only"]:

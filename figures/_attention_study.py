@@ -11,6 +11,7 @@ runs the figures in one process).
 from __future__ import annotations
 
 import numpy as np
+from rfkernels import feature_dimension
 from rfkernels.analysis import attention_mse, attention_mse_first_order, study_inputs
 from rfkernels.analysis.attention import DEFAULT_ENSEMBLES, DEFAULT_KINDS
 
@@ -82,7 +83,7 @@ def theory_rows(quick, seed, scale, m_values):
     for kind, (c, se) in theory(quick, seed, scale).items():
         for m in m_values:
             out.append({"input_scale": float(scale), "kind": kind, "ensemble": "iid", "m": m,
-                        "r": m if kind == "positive" else 2 * m, "mse_first_order": c / m,
+                        "r": feature_dimension(kind, 1, m=m), "mse_first_order": c / m,
                         "stderr": se / m, "inputs": cfg["theory_inputs"],
                         "rows_per_input": cfg["theory_rows"]})
     return out

@@ -46,6 +46,7 @@ import numpy as np
 
 from .backends import get_array_module
 from .estimators import oprf, registry
+from .estimators.spec import refuse_parameter
 from .validation import (
     KINDS,
     check_bool,
@@ -172,7 +173,7 @@ def _check_oprf_a(kind, A):
     """The OPRF parameter: ``'auto'`` or a float < 1/8 for kind 'oprf', None for every other kind."""
     if kind != "oprf":
         if A is not None:
-            raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
+            refuse_parameter("A", A, kind)
         return None
     if A is None:
         raise ValueError(
@@ -266,10 +267,8 @@ def _check_map(kind, W, nu, sum_normalize, d=None, A=None):
             f"sum_normalize needs non-negative features ({', '.join(SUM_NORMALIZABLE)}); "
             f"the features of kind={kind!r} can be negative, so their sum can be 0"
         )
-    if A is not _UNCHECKED and not deterministic:
+    if A is not _UNCHECKED:
         _check_oprf_a(kind, A)
-    elif A is not _UNCHECKED and A is not None:
-        raise ValueError(f"A is the parameter of kind='oprf' only; got A={A!r} with kind={kind!r}")
     return deterministic, nu, sum_normalize
 
 

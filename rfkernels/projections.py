@@ -28,6 +28,8 @@ from .validation import (
     check_seed,
 )
 from .backends import check_backend
+from .estimators import registry
+from .estimators.spec import check_sizes
 
 __all__ = [
     "draw_projections",
@@ -337,12 +339,10 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     m = check_int(m, "m")
     d = check_int(d, "d")
     ensemble = check_ensemble(ensemble)
+    check_sizes(registry.entry("ensemble", ensemble), None, d)  # the ensemble's least d
     norms = check_norms(norms)
     backend = check_backend(backend)
     rng = check_seed(seed)
-    if ensemble == "simplex" and d < 2:
-        raise ValueError("ensemble='simplex' needs d >= 2 (a regular simplex of d unit vectors "
-                         f"with pairwise cosine -1/(d-1)); got d={d}")
     check_memory(projection_bytes(m, d, ensemble),
                  f"draw_projections(m={m}, d={d}, ensemble={ensemble!r})")
 

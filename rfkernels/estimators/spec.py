@@ -145,7 +145,7 @@ class Estimator:
 
     def with_size(self, m=None, d=None):
         """The same estimator at ``m`` projections in dimension ``d`` (only the sizes are checked)."""
-        m, d = _sizes(self.ensemble, self.m if m is None else m, self.d if d is None else d)
+        m, d = check_sizes(self.ensemble, self.m if m is None else m, self.d if d is None else d)
         return replace(self, m=m, d=d)
 
     def for_pair(self, value):
@@ -159,9 +159,12 @@ class Estimator:
                 "m": self.m, "d": self.d}
 
 
-def _param_owner(name):
+def refuse_parameter(name, value, kind):
+    """Raise the one error for a parameter ``name`` given to a ``kind`` that does not take it."""
     owners = [k.name for k in registry.entries("kind") if name in k.param_names]
-    return " or ".join(f"kind={o!r}" for o in owners) or "no kind"
+    owner = " or ".join(f"kind={o!r}" for o in owners) or "no kind"
+    raise ValueError(f"{name} is the parameter of {owner} only; got {name}={value!r} with "
+                     f"kind={kind!r}")
 
 
 def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=None,
@@ -191,16 +194,15 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
     given = {name: v for name, v in values.items() if v is not None}
     for name, v in given.items():
         if name not in k.param_names:
-            raise ValueError(f"{name} is the parameter of {_param_owner(name)} only; "
-                             f"got {name}={v!r} with kind={k.name!r}")
+            refuse_parameter(name, v, k.name)
     if params is None:
         params = k.check_params(given, batch=batch)
-    m, d = _sizes(e, m, d)
+    m, d = check_sizes(e, m, d)
     return Estimator(k, e, n, t, params, m, d)
 
 
-def _sizes(ensemble, m, d):
-    """``m >= 1`` and ``d >= ensemble.min_d`` as ints (None stays None)."""
+def check_sizes(ensemble, m, d):
+    """``m >= 1`` and ``d >= ensemble.min_d`` (an :class:`Ensemble`) as ints; None stays None."""
     if m is not None:
         m = check_int(m, "m")
     if d is not None:
