@@ -173,7 +173,7 @@ def _simulated():
 @pytest.fixture(scope="module")
 def simulated():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1500,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
