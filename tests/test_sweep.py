@@ -300,14 +300,17 @@ def test_compare_agrees_with_theory_on_tame_cases():
 
 
 def test_compare_detects_a_planted_wrong_formula(monkeypatch):
-    real = theory.exact_mse_from_geometry
+    import dataclasses
 
-    def wrong(geom, m, kind, **kw):  # forget the covariance: orthogonal := iid
-        kw = dict(kw)
-        kw["ensemble"] = "iid"
-        return real(geom, m, kind, **kw)
+    from rfkernels.estimators import registry
 
-    monkeypatch.setattr(theory, "exact_mse_from_geometry", wrong)
+    real = theory.exact_log_mse  # every exact MSE goes through it
+
+    def wrong(geom, m, est, **kw):  # forget the covariance: orthogonal := iid
+        return real(geom, m, dataclasses.replace(est, ensemble=registry.entry("ensemble", "iid")),
+                    **kw)
+
+    monkeypatch.setattr(theory, "exact_log_mse", wrong)
     rows = compare([(8, 0.5, 0.5, 1.0)], kinds=("positive",), ensembles=("orthogonal",), m=(8,),
                    trials=40000, seed=1)
     assert rows[0]["mc_consistent"] is False
@@ -944,7 +947,7 @@ def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
     from rfkernels.analysis import evaluate_point
 
     calls = {"exact": 0, "geometry": 0}
-    exact_mse, geometry = theory.exact_mse_from_geometry, theory.geometry
+    exact_mse, geometry = theory.exact_log_mse, theory.geometry  # every exact MSE goes through it
 
     def count_exact(*a, **k):
         calls["exact"] += 1
@@ -954,7 +957,7 @@ def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
         calls["geometry"] += 1
         return geometry(*a, **k)
 
-    monkeypatch.setattr(theory, "exact_mse_from_geometry", count_exact)
+    monkeypatch.setattr(theory, "exact_log_mse", count_exact)
     monkeypatch.setattr(theory, "geometry", count_geometry)
     point = {"kind": "positive", "ensemble": "orthogonal", "norms": "chi", "d": 4, "m": 4,
              "angle": 1.0, "norm_x": 0.3, "norm_y": 0.3}
