@@ -105,7 +105,8 @@ import numpy as np
 from . import _elementary as elem
 from . import rng
 from .backends import get_array_module
-from .estimators import Estimator, estimator, oprf, registry
+from .estimators import estimator, oprf, registry
+from .estimators.spec import check_sizes
 from .validation import (
     _complex_error,
     check_choice,
@@ -394,8 +395,8 @@ def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=N
 
 def _check_counters(key, counters, m, d, ensemble, norms, xp):
     check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
-    est = estimator("positive", ensemble=ensemble, norms=norms, m=m, d=d)
-    m, d = est.m, est.d
+    registry.entry("norms", norms)
+    m, d = check_sizes(registry.entry("ensemble", ensemble), m, d)
     if xp is None:
         xp = get_array_module(counters)
     key = _unsigned(key, "key", xp.uint32, xp)
