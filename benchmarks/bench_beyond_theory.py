@@ -40,12 +40,12 @@ def main():
         for kind in ("positive", "hyperbolic", "trig"):
             t_ort = best_of(partial(theory.exact_mse_from_geometry, geom, m, kind,
                                     ensemble="orthogonal", log=True))
-            t_sim = best_of(partial(bt.exact_mse_beyond_from_geometry, geom, m, kind,
+            t_sim = best_of(partial(theory.exact_mse_from_geometry, geom, m, kind,
                                     ensemble="simplex", log=True))
             _line(f"{kind} orthogonal (closed form)", k, t_ort)
             _line(f"{kind} simplex (quadrature)", k, t_sim, t_ort)
         for ensemble in ("iid", "orthogonal", "simplex"):
-            t = best_of(partial(bt.exact_mse_beyond_from_geometry, geom, m, "oprf",
+            t = best_of(partial(theory.exact_mse_from_geometry, geom, m, "oprf",
                                 ensemble=ensemble, log=True))
             _line(f"oprf {ensemble} (A*)", k, t)
     # the positive 1F1 series: Horner in bins (here) against a logaddexp per term (hg)
@@ -63,7 +63,7 @@ def main():
     for kind in ("positive", "hyperbolic", "trig"):
         t_ort = best_of(partial(theory.exact_mse_from_geometry, geom, 2, kind,
                                 ensemble="orthogonal", log=True))
-        t_sim = best_of(partial(bt.exact_mse_beyond_from_geometry, geom, 2, kind,
+        t_sim = best_of(partial(theory.exact_mse_from_geometry, geom, 2, kind,
                                 ensemble="simplex", log=True))
         _line(f"{kind} orthogonal (closed form)", k2, t_ort)
         _line(f"{kind} simplex (quadrature)", k2, t_sim, t_ort)
