@@ -53,9 +53,9 @@ import numpy as np
 from .backends import get_array_module, to_numpy
 from .features import (
     FEATURE_MAPS,
-    _check_map,
-    _check_oprf_a,
-    _oprf_exponents,
+    check_feature_map,
+    check_oprf_a,
+    oprf_exponents,
     feature_dimension,
     feature_map,
     oprf_auto_a,
@@ -287,7 +287,7 @@ def _query_features(q, w, kind, stabilize, xp, A=None):
     proj = q @ w.T
     if kind == "oprf":
         # sqrt(1−4A) ω·q + A|ω|² + const; the row maximum absorbs −|q|²/2 and the constants
-        proj = _oprf_exponents(proj, w, A, xp)
+        proj = oprf_exponents(proj, w, A, xp)
     if kind == "trig":
         # drops exp(|q|²/2)/sqrt(m): a positive per-row factor
         return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
@@ -302,7 +302,7 @@ def _key_log_features(k, w, kind, xp, A=None):
     proj = k @ w.T
     half_sq = 0.5 * xp.sum(k * k, axis=1, keepdims=True)
     if kind == "oprf":
-        return _oprf_exponents(proj, w, A, xp) - half_sq, None
+        return oprf_exponents(proj, w, A, xp) - half_sq, None
     if kind == "trig":
         return half_sq, xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
     if kind == "hyperbolic":
@@ -621,13 +621,13 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
                       block_size, caller, A=None):
     """Validate everything, then run the one linear-attention core."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
-    deterministic, nu, _ = _check_map(kind, W, nu, False, A=A)
-    A = None if deterministic else _check_oprf_a(kind, A)
+    deterministic, nu, _ = check_feature_map(kind, W, nu, False, A=A)
+    A = None if deterministic else check_oprf_a(kind, A)
     check_choice(normalization, "normalization", NORMALIZATIONS)
     q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
     stabilize = check_bool(stabilize, "stabilize")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
-    _check_map(kind, W, nu, normalization == "sum", q.shape[1], A=A)  # nu <= 2d - 1; sum-normalisable
+    check_feature_map(kind, W, nu, normalization == "sum", q.shape[1], A=A)  # nu <= 2d - 1; sum-normalisable
     if block_size is None:
         block = FAVOR_CAUSAL_BLOCK if causal else FAVOR_BLOCK
     else:

@@ -117,7 +117,7 @@ def _check_pair(X, Y, W=None, kind=None, A=None):
     xp = get_array_module(*args)
     if kind is not None:
         check_kind(kind)
-        _check_oprf_a(kind, A)
+        check_oprf_a(kind, A)
     x, x1 = _rows(X, "X", xp)
     y, y1 = _rows(Y, "Y", xp)
     if W is None:
@@ -169,7 +169,7 @@ def _require_finite(a, xp, what, log_name):
 _UNCHECKED = object()
 
 
-def _check_oprf_a(kind, A):
+def check_oprf_a(kind, A):
     """The OPRF parameter: ``'auto'`` or a float < 1/8 for kind 'oprf', None for every other kind."""
     if kind != "oprf":
         if A is not None:
@@ -227,7 +227,7 @@ def _resolve_a(A, x, y):
     return A
 
 
-def _check_map(kind, W, nu, sum_normalize, d=None, A=None):
+def check_feature_map(kind, W, nu, sum_normalize, d=None, A=None):
     """Validate a feature map's kind, W, nu, sum_normalize and A; returns (deterministic, nu, flag).
 
     ``d`` (when known) bounds DPFP's ν <= 2d - 1; ``W=_UNCHECKED`` skips the W rule,
@@ -268,7 +268,7 @@ def _check_map(kind, W, nu, sum_normalize, d=None, A=None):
             f"the features of kind={kind!r} can be negative, so their sum can be 0"
         )
     if A is not _UNCHECKED:
-        _check_oprf_a(kind, A)
+        check_oprf_a(kind, A)
     return deterministic, nu, sum_normalize
 
 
@@ -293,7 +293,7 @@ def feature_dimension(kind, d, *, m=None, nu=None):
         ``2 d nu`` (dpfp).
     """
     d = check_int(d, "d")
-    deterministic, nu, _ = _check_map(kind, _UNCHECKED, nu, False, d, A=_UNCHECKED)
+    deterministic, nu, _ = check_feature_map(kind, _UNCHECKED, nu, False, d, A=_UNCHECKED)
     if deterministic:
         if m is not None:
             raise ValueError(f"m is the number of projections of a random kind; got m={m!r} "
@@ -320,7 +320,7 @@ def _sum_normalised(x, w, kind, nu, xp, A=None):
     if kind in ("positive", "hyperbolic", "oprf"):
         e = x @ w.T  # the |x|²/2 and 1/sqrt(m) are per-row factors: they cancel
         if kind == "oprf":
-            e = _oprf_exponents(e, w, A, xp)
+            e = oprf_exponents(e, w, A, xp)
         if kind == "hyperbolic":
             e = xp.concatenate([e, -e], axis=1)
         phi = xp.exp(e - xp.max(e, axis=1, keepdims=True))  # max entry 1: sum in [1, r]
@@ -353,7 +353,7 @@ def _sum_normalised(x, w, kind, nu, xp, A=None):
 # --------------------------------------------------------------- linear domain
 
 
-def _oprf_exponents(proj, w, A, xp):
+def oprf_exponents(proj, w, A, xp):
     """``sqrt(1-4A) ω·x + A|ω|² + (d/4) log(1-4A)``: the OPRF exponent before ``-|x|²/2``."""
     d = w.shape[1]
     return (math.sqrt(1.0 - 4.0 * A) * proj + A * xp.sum(w * w, axis=1)[None, :]
@@ -365,7 +365,7 @@ def _features(x, w, kind, xp, A=None):
     proj = x @ w.T  # (n, m): ω_i·x
     half_sq = 0.5 * xp.sum(x * x, axis=1, keepdims=True)  # |x|²/2
     if kind == "oprf":
-        return xp.exp(_oprf_exponents(proj, w, A, xp) - half_sq) / math.sqrt(m)
+        return xp.exp(oprf_exponents(proj, w, A, xp) - half_sq) / math.sqrt(m)
     if kind == "trig":
         scale = xp.exp(half_sq) / math.sqrt(m)
         return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
@@ -473,12 +473,12 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
        https://arxiv.org/abs/2102.11174
     """
     xp = get_array_module(X) if W is None else get_array_module(X, W)
-    deterministic, nu, sum_normalize = _check_map(kind, W, nu, sum_normalize, A=A)
-    A = None if deterministic else _check_oprf_a(kind, A)
+    deterministic, nu, sum_normalize = check_feature_map(kind, W, nu, sum_normalize, A=A)
+    A = None if deterministic else check_oprf_a(kind, A)
     x, x1 = _rows(X, "X", xp)
     if deterministic:
         w = None
-        _check_map(kind, None, nu, sum_normalize, x.shape[1])  # nu <= 2d - 1
+        check_feature_map(kind, None, nu, sum_normalize, x.shape[1])  # nu <= 2d - 1
         if xp is np:
             r = feature_dimension(kind, x.shape[1], nu=nu)
             check_memory(8 * 3 * x.shape[0] * r, f"feature_map(kind={kind!r}) of n={x.shape[0]} "
@@ -558,7 +558,7 @@ def estimate(X, Y, W, kind, *, A=None):
     """
     xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind, A)
     _check_memory_pairs(x, y, w, xp)
-    A = _resolve_a(_check_oprf_a(kind, A), x, y)
+    A = _resolve_a(check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         k = _features(x, w, kind, xp, A) @ _features(y, w, kind, xp, A).T
     _require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
@@ -802,7 +802,7 @@ def log_estimate(X, Y, W, kind, *, A=None):
     """
     xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind, A)
     _check_memory_pairs(x, y, w, xp)
-    A = _resolve_a(_check_oprf_a(kind, A), x, y)
+    A = _resolve_a(check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         sign, logabs = _log_estimate(x, y, w, kind, xp, A)
     # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed
@@ -829,8 +829,8 @@ def _log_estimate(x, y, w, kind, xp, A=None):
             px = xp.concatenate([px, -px], axis=1)
             py = xp.concatenate([py, -py], axis=1)
         elif kind == "oprf":
-            px = _oprf_exponents(px, w, A, xp)
-            py = _oprf_exponents(py, w, A, xp)
+            px = oprf_exponents(px, w, A, xp)
+            py = oprf_exponents(py, w, A, xp)
         logabs = _log_matmul_exp(px - sq_x[:, None], py - sq_y[:, None], xp)
         logabs = logabs - math.log(px.shape[1])
         sign = xp.ones_like(logabs)

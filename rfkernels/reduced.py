@@ -108,7 +108,7 @@ from .backends import get_array_module
 from .estimators import estimator, oprf, registry
 from .estimators.spec import check_sizes
 from .validation import (
-    _complex_error,
+    complex_error,
     check_choice,
     check_finite,
     check_int,
@@ -241,7 +241,7 @@ def _unsigned(value, name, dtype, xp):
     else:
         arr = value
     if arr.dtype.kind == "c":
-        raise _complex_error(name, f"of complex dtype {arr.dtype}")
+        raise complex_error(name, f"of complex dtype {arr.dtype}")
     if arr.dtype == bool or arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an array of non-negative integers; got dtype {arr.dtype}")
     if arr.dtype.kind == "i" and arr.size and bool((arr < 0).any()):

@@ -68,7 +68,7 @@ def check_int(value, name, minimum=1):
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer; got {value!r}")
     if _is_complex_scalar(value):
-        raise _complex_error(name, f"the complex number {value!r}; {name} must be an integer")
+        raise complex_error(name, f"the complex number {value!r}; {name} must be an integer")
     if isinstance(value, numbers.Integral):
         out = int(value)
     elif isinstance(value, numbers.Real) and float(value).is_integer():
@@ -89,7 +89,7 @@ def check_int_array(value, name, minimum=1):
     if arr.dtype.kind == "c" or (
         arr.dtype == object and any(_is_complex_scalar(v) for v in arr.reshape(-1))
     ):
-        raise _complex_error(name, f"complex ({value!r}); {name} must hold integers")
+        raise complex_error(name, f"complex ({value!r}); {name} must hold integers")
     if arr.dtype == bool or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     ):
@@ -111,7 +111,7 @@ def _is_complex_scalar(v):
     return isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)
 
 
-def _complex_error(name, what):
+def complex_error(name, what):
     return ValueError(
         f"Complex data not supported: {name} is {what}; pass real numbers "
         "(the .real part, if that is what is meant)"
@@ -141,11 +141,11 @@ def check_real(value, name, xp=np):
             ) from None
     kind = arr.dtype.kind
     if kind == "c":
-        raise _complex_error(name, f"of complex dtype {arr.dtype}")
+        raise complex_error(name, f"of complex dtype {arr.dtype}")
     if kind == "O":
         flat = arr.reshape(-1)
         if any(_is_complex_scalar(v) for v in flat):
-            raise _complex_error(name, "an object array holding complex numbers")
+            raise complex_error(name, "an object array holding complex numbers")
         if any(v is None or isinstance(v, (str, bytes)) for v in flat):
             raise ValueError(
                 f"{name} must hold real numbers; got an object array holding None or strings")
