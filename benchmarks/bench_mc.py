@@ -132,7 +132,7 @@ def cold_compile(argv=("mse", "--trials", "1e5", "--no-progress")):
     """Wall seconds and peak RSS (MiB) of ``rfkernels mse --trials 1e5`` with an empty Numba cache."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        code = ("import resource, sys; from rfkernels.cli import main; rc = main(sys.argv[1:]); "
+        code = ("import resource, sys; from rfkernels.commands.cli import main; rc = main(sys.argv[1:]); "
                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
         started = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True,

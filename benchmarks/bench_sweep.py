@@ -1,7 +1,7 @@
 """End-to-end rate of a theory-only sweep: points per second into results.csv (no numbers asserted).
 
 The sweep is what ``rfkernels sweep --theory-only`` runs, timed as the
-command line runs it (``rfkernels.cli.main``: the grid parsed, the folder
+command line runs it (``rfkernels.commands.cli.main``: the grid parsed, the folder
 locked, the closed forms, the CSV text, the appends and their ``fsync``,
 the sidecar), over 3 kinds x 2 ensembles x d in {4, 16, 64} x m in 1..64 x
 ``--angles`` angles (1000: 1,152,000 points), with ``--workers 1`` and
@@ -42,7 +42,7 @@ MS = ",".join(str(m) for m in range(1, 65))
 #: Runs one sweep through the CLI entry point in this (fresh) process and reports on it.
 DRIVER = """
 import json, resource, sys, time
-from rfkernels.cli import main
+from rfkernels.commands.cli import main
 argv = json.loads(sys.argv[1])
 start = time.perf_counter()
 rc = main(argv)
@@ -119,7 +119,7 @@ def profile(angles):
     import cProfile
     import pstats
 
-    from rfkernels.cli import main as cli
+    from rfkernels.commands.cli import main as cli
 
     out = tempfile.mkdtemp(prefix="bench_sweep.")
     try:

@@ -30,7 +30,7 @@ from rfkernels.attention import (
     softmax_attention,
 )
 from rfkernels.backends import cupy_available
-from rfkernels.cli import main
+from rfkernels.commands.cli import main
 from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_projections
 

@@ -14,7 +14,7 @@ from rfkernels.analysis.capacity import (
 )
 
 from rfkernels import draw_projections, feature_map
-from rfkernels.cli import main
+from rfkernels.commands.cli import main
 
 
 def _pool(seed, t, n, d_k, d_v, scale=1.0):

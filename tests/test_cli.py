@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from rfkernels.cli import build_parser, main
+from rfkernels.commands.cli import build_parser, main
 from rfkernels.commands._options import int_value
 from rfkernels.commands._output import dumps, json_safe
 
@@ -315,7 +315,7 @@ def test_mse_m_1e9_fails_in_one_line_before_allocating():
     # 6 GiB of address space, so a missing check cannot hurt the test machine),
     # m = 1e9 projections must be refused by the memory estimate, not by numpy.
     script = ("import sys, rfkernels.validation as v; v.available_memory = lambda: 2 * 2**30; "
-              "from rfkernels.cli import main; "
+              "from rfkernels.commands.cli import main; "
               "sys.exit(main(['mse', '--m', '1e9', '--backend', 'numpy', '--trials', '2000', "
               "'--no-progress']))")
 
@@ -494,7 +494,7 @@ def _usage_error(argv, capsys):
 
 @pytest.mark.parametrize("command,option,which", NAME_OPTIONS)
 def test_an_unknown_name_is_refused_at_parse_time(command, option, which, capsys, monkeypatch):
-    import rfkernels.cli as cli
+    import rfkernels.commands.cli as cli
 
     ran = []
     monkeypatch.setitem(cli._COMMANDS, command, (*cli._COMMANDS[command][:1],

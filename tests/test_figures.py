@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rfkernels import theory
-from rfkernels.cli import main
+from rfkernels.commands.cli import main
 from rfkernels.figures import FIGURES, figure_module, make_figures
 
 
@@ -519,7 +519,7 @@ def test_ratio_heatmap_is_rasterised_and_the_pdf_small(quick, monkeypatch):
 def test_figures_only_accepts_spaces_commas_and_repeats(tmp_path, monkeypatch):
     """--only follows the CLI's list grammar; --seed accepts 1e3."""
     import rfkernels.figures as figs
-    from rfkernels.cli import main
+    from rfkernels.commands.cli import main
 
     seen = {}
 

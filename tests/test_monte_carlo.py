@@ -25,7 +25,7 @@ from scipy import stats
 
 from rfkernels import reduced, rng, theory
 from rfkernels.backends import cupy_available
-from rfkernels.cli import main
+from rfkernels.commands.cli import main
 
 KINDS = ("positive", "hyperbolic", "trig")
 CASES = [(e, n) for e in ("iid", "orthogonal") for n in ("chi", "fixed")]

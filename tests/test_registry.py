@@ -91,7 +91,7 @@ def test_toy_kind_gpu_kernel_under_the_simulator(toy):
 
 
 def test_toy_kind_on_the_command_line(toy, capsys):
-    from rfkernels.cli import main
+    from rfkernels.commands.cli import main
 
     assert main(["mse", "--kind", "toy", "--d", "6", "--m", "4", "--norm-x", "0.3", "--norm-y",
                  "0.2", "--trials", "20000", "--backend", "numpy", "--json"]) == 0

@@ -30,7 +30,7 @@ from rfkernels.analysis.sweep import (
 )
 
 from rfkernels import theory
-from rfkernels.cli import main
+from rfkernels.commands.cli import main
 
 ISSUE_GRID = """
 [grid]

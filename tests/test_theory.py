@@ -345,13 +345,13 @@ def test_bad_input():
 
 
 def test_check_command_passes():
-    from rfkernels.cli import main
+    from rfkernels.commands.cli import main
 
     assert main(["check"]) == 0
 
 
 def test_check_command_detects_a_planted_violation(monkeypatch, capsys):
-    from rfkernels.cli import main
+    from rfkernels.commands.cli import main
 
     real = theory.theorem2_bound_from_geometry
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import command
+from .cli import command
 from ._options import LIST_NOTE, add_list, float_value, int_value
 from ._output import dumps
 

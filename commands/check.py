@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..cli import command
+from .cli import command
 from ._output import dumps
 from .mse import theorem2_reason
 

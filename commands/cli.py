@@ -53,7 +53,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 def build_parser():
     import importlib
 
-    from . import __version__
+    from rfkernels import __version__
 
     for module in COMMAND_MODULES:
         importlib.import_module(f"rfkernels.commands.{module}")
@@ -116,6 +116,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":  # pragma: no cover - use the registry of the imported module
-    from rfkernels.cli import main as _main
+    from rfkernels.commands.cli import main as _main
 
     sys.exit(_main())

@@ -7,7 +7,7 @@ import math
 import re
 
 from .. import theory
-from ..cli import command
+from .cli import command
 from ._options import LIST_NOTE, add_list, angle_value, choice, float_value, int_value
 from ._output import dumps
 from .mse import theorem2_reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..cli import command
+from .cli import command
 from ._options import angle_value, choice, float_value, int_value
 from ._output import dumps
 

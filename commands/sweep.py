@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..cli import command
+from .cli import command
 from ._options import LIST_NOTE, add_list, angle_value, choice, float_value, int_value
 from ._output import dumps
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..cli import command
+from .cli import command
 from ._options import ExtendList, int_value, str_list
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import command
+from .cli import command
 from ..storage import atomic_write, git_revision, package_versions
 from ._options import LIST_NOTE, add_list, choice, float_value, int_value
 from ._output import dumps
