@@ -1,9 +1,16 @@
 """Option grammar shared by every subcommand: counts, numbers, angles, names and lists.
 
 - A count (``--trials``, ``--m``, ``--d``, ``--seed``, ...) is an integer
-  that may be written ``1e6``: :func:`int_value`.
+  that may be written ``1e6``: :func:`int_value`; one with a range
+  (``--seed``: >= 0, ``--workers``) is :func:`int_range`.
+- A negative value may follow its option (``--angle -pi/4``, ``--norm-x
+  -1e-3``): the CLI's parser joins the two before argparse sees them
+  (:func:`rfkernels.commands.cli.join_negative_values`).
 - An angle is a number of radians or a rational multiple of pi
-  (``pi``, ``pi/2``, ``3pi/4``, ``2*pi/3``, ``-pi/4``): :func:`angle_value`.
+  (``pi``, ``pi/2``, ``3pi/4``, ``2*pi/3``, ``-pi/4``): :func:`angle_value`;
+  the angle between x and y, in [0, pi], is :func:`angle_in_range`, a norm
+  (finite, >= 0) :func:`norm_value`.
+- A name of a file, folder or address is not empty: :func:`name_value`.
 - A name (``--kind``, ``--ensemble``, ``--norms``, ``--backend``,
   ``--proposal``) is one of the choices the registry (or the core) has when
   the parser is built, refused at parse time otherwise: :func:`choice`.
@@ -40,6 +47,50 @@ def int_value(text):
     return int(value)
 
 
+def int_range(minimum, maximum=None):
+    """An argparse ``type=`` converter: an integer (as :func:`int_value`) in [minimum, maximum].
+
+    ``maximum`` None: no upper end. ``int_range(0)`` is a seed, ``int_range(1,
+    1024)`` a number of worker processes; text out of range is an
+    :class:`argparse.ArgumentTypeError` stating the range.
+    """
+    expected = (f"an integer >= {minimum}" if maximum is None
+                else f"an integer from {minimum} to {maximum}")
+
+    def convert(text):
+        try:
+            value = int_value(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    convert.__name__ = "integer"
+    return convert
+
+
+#: ``--seed``: the root entropy of a SeedSequence, an integer >= 0.
+seed_value = int_range(0)
+
+
+def name_value(what):
+    """An argparse ``type=`` converter: a file or folder name that is not empty (nor only blanks).
+
+    ``what`` says what is expected, e.g. ``"folder name"``: ``--out ""`` is
+    ``argument --out: expected a folder name, got an empty string``.
+    """
+
+    def convert(text):
+        if not text.strip():
+            got = "an empty string" if not text else f"only blanks ({text!r})"
+            raise argparse.ArgumentTypeError(f"expected a {what}, got {got}")
+        return text
+
+    convert.__name__ = what
+    return convert
+
+
 def float_value(text):
     """A float (``inf`` and ``nan`` are passed on: the subcommand's validation names them)."""
     try:
@@ -53,6 +104,45 @@ _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _PI_MULTIPLE = re.compile(
     rf"(?P<sign>[+-]?)\s*(?:(?P<a>{_NUMBER})\s*\*?\s*)?pi\s*(?:/\s*(?P<b>{_NUMBER}))?",
     re.IGNORECASE)
+
+
+#: Share of the physical memory the arrays sized by one option may claim
+#: (passed to :func:`rfkernels.validation.check_memory`, and used for the limit it states).
+MEMORY_SHARE = 0.8
+
+
+def check_count_memory(option, count, bytes_each, what):
+    """MemoryError naming ``option``, before any work, where ``count`` items do not fit in memory.
+
+    ``bytes_each``: the bytes one unit of ``option`` costs (e.g. one sample
+    of every grid row); ``what``: what they are. The message states the
+    memory needed, the machine's and the largest ``option`` that fits.
+    """
+    from ..validation import available_memory, check_memory
+
+    nbytes = count * bytes_each
+    try:
+        check_memory(nbytes, what, fraction=MEMORY_SHARE)
+    except MemoryError:
+        total = available_memory()
+        fits = int(MEMORY_SHARE * total) // bytes_each
+        raise MemoryError(
+            f"{option} {count}: {what} would need about {nbytes / 2**30:.3g} GiB of memory; this "
+            f"machine has {total / 2**30:.3g} GiB, enough for {option} up to about {fits}") from None
+
+
+def positive_float(maximum, why):
+    """An argparse ``type=`` converter: a number in (0, maximum]; ``why`` says what breaks above."""
+
+    def convert(text):
+        value = float_value(text)
+        if not (0 < value <= maximum):  # NaN fails too
+            raise argparse.ArgumentTypeError(
+                f"expected a number in (0, {maximum:g}] ({why}), got {text!r}")
+        return value
+
+    convert.__name__ = "number"
+    return convert
 
 
 def angle_value(text):
@@ -76,6 +166,23 @@ def angle_value(text):
             return -value if found["sign"] == "-" else value
     raise argparse.ArgumentTypeError(
         f"expected an angle in radians such as 1.5, pi, pi/2 or 3pi/4, got {text!r}")
+
+
+def angle_in_range(text):
+    """:func:`angle_value` in [0, pi] (the core's rule for the angle between x and y)."""
+    value = angle_value(text)
+    if not (0 <= value <= math.pi):  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"expected an angle in [0, pi] radians such as 1.5, pi/2 or 3pi/4, got {text!r}")
+    return value
+
+
+def norm_value(text):
+    """A norm: a finite number >= 0 (the core's rule for |x|, |y| and |x + y|)."""
+    value = float_value(text)
+    if not (0 <= value < math.inf):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
 
 
 def choice(axis_or_choices, name=None):

@@ -20,11 +20,17 @@ from pathlib import Path
 
 from .cli import command
 from ..storage import atomic_write, git_revision, package_versions
-from ._options import LIST_NOTE, add_list, choice, float_value, int_value
+from ._options import (LIST_NOTE, add_list, check_count_memory, choice, int_value, name_value,
+                       positive_float, seed_value)
 from ._output import dumps
 
 #: Default grid of the number of projections m (Figure 4 goes up to 256).
 DEFAULT_M = (2, 4, 8, 16, 32, 64, 128, 256)
+
+#: Largest ``--input-scale`` sigma: the squared norms |q|^2 ~ sigma^2 and the logits
+#: q.k of exact attention overflow float64 from about 1e154 on; 1e150 leaves a
+#: factor 1e8 for |q|^2 / sigma^2, far beyond any Gaussian row.
+MAX_INPUT_SCALE = 1e150
 
 
 def _add_attention(p):
@@ -51,10 +57,12 @@ def _add_attention(p):
              help=f"estimators among {', '.join(kinds.choices)} (default: the paper's three)")
     add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
              help=f"projection ensembles among {', '.join(ensembles.choices)}")
-    p.add_argument("--input-scale", type=float_value, default=DEFAULT_INPUT_SCALE,
-                   help="sigma: rows of Q and K are N(0, sigma^2/d I_d), so E|q|^2 = sigma^2 "
-                        "in the kernel exp(q.k)")
-    p.add_argument("--seed", type=int_value, default=0, help="root seed (SeedSequence entropy)")
+    p.add_argument("--input-scale", default=DEFAULT_INPUT_SCALE,
+                   type=positive_float(MAX_INPUT_SCALE,
+                                       "a larger sigma overflows |q|^2 and q.k in float64"),
+                   help=f"sigma in (0, {MAX_INPUT_SCALE:g}]: rows of Q and K are "
+                        "N(0, sigma^2/d I_d), so E|q|^2 = sigma^2 in the kernel exp(q.k)")
+    p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--norms", type=norms, default="chi",
                    help=f"row norms of the projections: {', '.join(norms.choices)}")
     p.add_argument("--causal", action="store_true", help="causal (unidirectional) attention")
@@ -62,7 +70,7 @@ def _add_attention(p):
                    help="rows with a normaliser <= 0 (trig): divide anyway, NaN, or stop")
     p.add_argument("--backend", type=backends, default="numpy",
                    help=f"array backend of the attention: {', '.join(backends.choices)}")
-    p.add_argument("--out", default="attention_mse.csv",
+    p.add_argument("--out", default="attention_mse.csv", type=name_value("CSV file name"),
                    help="CSV path; the JSON sidecar is the same path with suffix .json")
     p.add_argument("--force", action="store_true",
                    help="overwrite existing files that are not outputs of this command")
@@ -70,11 +78,11 @@ def _add_attention(p):
 
 def _is_ours(path, header):
     """True if ``path`` is an earlier output of this command (CSV or sidecar)."""
-    try:
+    try:  # as written here, or saved again elsewhere: CRLF or CR line ends, a UTF-8 BOM
         if path.suffix == ".json":
-            with open(path) as fh:
+            with open(path, encoding="utf-8-sig") as fh:
                 return json.load(fh).get("command") == "attention"
-        with open(path, newline="") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             return fh.readline().rstrip("\r\n") == header
     except (OSError, ValueError, UnicodeDecodeError, AttributeError):
         return False
@@ -117,6 +125,8 @@ def _null_reason(key, value, row):
     if key.startswith("mse[") and isinstance(value, float) and math.isnan(value):
         return ("the sample's FAVOR output is not finite (a normaliser exactly 0 under "
                 "--nonpositive divide, or a reported row under --nonpositive nan)")
+    if key == "git_revision" and value is None:
+        return "not run from a git checkout (or git is not available)"
     return None
 
 
@@ -128,9 +138,14 @@ def _run_attention(args):
 
     from rfkernels.analysis import attention as study
 
+    m_values, kinds, ensembles = args.m, args.kind, args.ensemble
+    rows = len(m_values) * len(kinds) * len(ensembles)
+    # per sample and grid row: two float64 tables, then the sidecar's list (a Python
+    # float, its list slots, its JSON text); per sample: the exact attention's MSE
+    check_count_memory("--samples", args.samples, 8 + 88 * rows,
+                       f"the per-sample MSEs of {rows} grid rows (tables and JSON sidecar)")
     csv_path, json_path = _check_outputs(args.out, args.force)
     scale = args.input_scale
-    m_values, kinds, ensembles = args.m, args.kind, args.ensemble
     total = args.samples * (1 + len(m_values) * len(kinds) * len(ensembles))
 
     t0 = time.perf_counter()

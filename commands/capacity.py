@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from .cli import command
-from ._options import LIST_NOTE, add_list, float_value, int_value
+from ._options import LIST_NOTE, add_list, check_count_memory, float_value, int_value, seed_value
 from ._output import dumps
 
 #: Default stored-pair counts of the table (the failure points are searched over all n up to the largest).
@@ -35,7 +35,7 @@ def _add_capacity(p):
                    help="sigma: keys are N(0, sigma^2/d_k I), so E|k|^2 = sigma^2")
     p.add_argument("--fail-tol", type=float_value, default=1e-6,
                    help="least-squares failure: relative retrieval error above this")
-    p.add_argument("--seed", type=int_value, default=0, help="root seed (SeedSequence entropy)")
+    p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -54,6 +54,8 @@ def _null_reason(meta):
             return reasons.get("scr_mean", "n = 1: no crosstalk")
         if key in ("nu", "m", "ensemble"):
             return "not a parameter of this feature map"
+        if key == "d_v":  # of "arguments": --d-v not given
+            return "not given: d_v = d_k"
         return None
 
     return explain
@@ -68,6 +70,9 @@ def _run_capacity(args):
     from rfkernels.analysis.capacity import capacity, parse_map
 
     maps = [parse_map(m) for m in args.map]  # one-line errors before any work
+    # per trial: 4 float64 arrays over (map, n), and each map's failure points (2 lists, copied)
+    check_count_memory("--trials", args.trials, len(maps) * (32 * len(set(args.n)) + 32),
+                       f"the per-trial results of {len(maps)} maps at {len(set(args.n))} values of n")
     bar = tqdm(total=args.trials * len(maps), unit="map", file=sys.stderr,
                disable=not sys.stderr.isatty(), desc="rfkernels capacity")
     try:

@@ -9,6 +9,7 @@ affects the subcommand that needs it.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 #: Subcommands: name -> (function adding arguments, function running it, help).
@@ -50,6 +51,59 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: {str(default).replace('%', '%%')})"
 
 
+#: A token that starts with "-" and is a value, never an option of ours (those are ``--name``
+#: and ``-h``): a number (``-1e-3``, ``-.5``, a list ``-1,2``), ``-inf``, ``-nan`` or ``-pi/4``.
+_NEGATIVE_VALUE = re.compile(r"-(?:[0-9.]|inf|nan|pi)", re.IGNORECASE)
+
+
+def join_negative_values(argv):
+    """``argv`` with each ``--option -value`` written ``--option=-value``.
+
+    argparse takes a token starting with "-" for an option unless it looks
+    like ``-1`` or ``-.5``, so ``--angle -inf``, ``--norm-x -1e-3`` or
+    ``--angle -pi/4`` would end in "expected one argument". Joined, the value
+    reaches the option's converter, which accepts it or names the option in
+    its error. Tokens after ``--`` are left as they are.
+    """
+    out = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            out.extend(argv[i:])
+            break
+        prev = out[-1] if out else ""
+        if (_NEGATIVE_VALUE.match(token) and prev.startswith("--") and len(prev) > 2
+                and "=" not in prev):
+            out[-1] = f"{prev}={token}"
+        else:
+            out.append(token)
+    return out
+
+
+class Parser(argparse.ArgumentParser):
+    """The CLI's parser: negative values after their option, errors in the subcommand's usage.
+
+    ``subcommands`` maps a subcommand's name to its parser (filled by
+    :func:`build_parser`), so an unknown option after ``rfkernels mse`` is
+    reported with ``usage: rfkernels mse ...``, not the top-level usage.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.subcommands = {}
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is None:
+            args = sys.argv[1:]
+        return super().parse_known_args(join_negative_values(list(args)), namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        args, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self.subcommands.get(getattr(args, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return args
+
+
 def build_parser():
     import importlib
 
@@ -58,7 +112,7 @@ def build_parser():
     for module in COMMAND_MODULES:
         importlib.import_module(f"rfkernels.commands.{module}")
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rfkernels",
         description=(
             "Variance of random-feature estimators of the softmax kernel exp(x.y): "
@@ -71,6 +125,7 @@ def build_parser():
     for name, (add_arguments, _, help_text) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
         add_arguments(p)
+        parser.subcommands[name] = p
     return parser
 
 

@@ -8,7 +8,7 @@ import re
 
 from .. import theory
 from .cli import command
-from ._options import LIST_NOTE, add_list, angle_value, choice, float_value, int_value
+from ._options import LIST_NOTE, add_list, angle_in_range, choice, int_value, norm_value, seed_value
 from ._output import dumps
 from .mse import theorem2_reason
 
@@ -42,9 +42,9 @@ def _add(p):
 
     p.epilog = _EPILOG
     add_list(p, "--d", convert=int_value, default=[16], help="dimensions")
-    add_list(p, "--norm-x", dest="norm_x", convert=float_value, default=[0.5], help="|x|")
-    add_list(p, "--norm-y", dest="norm_y", convert=float_value, default=[0.5], help="|y|")
-    add_list(p, "--angle", convert=angle_value, default=[1.0],
+    add_list(p, "--norm-x", dest="norm_x", convert=norm_value, default=[0.5], help="|x|")
+    add_list(p, "--norm-y", dest="norm_y", convert=norm_value, default=[0.5], help="|y|")
+    add_list(p, "--angle", convert=angle_in_range, default=[1.0],
              help="angles, radians in [0, pi] (1.5, pi/2, 3pi/4, ...)")
     add_list(p, "--m", convert=int_value, default=[4, 16], help="numbers of projections")
     kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
@@ -55,7 +55,7 @@ def _add(p):
     p.add_argument("--norms", type=norms, default="chi", help=f"row norms: {', '.join(norms.choices)}")
     p.add_argument("--trials", type=int_value, default=100_000,
                    help="Monte Carlo trials per row (and per bias-audit row)")
-    p.add_argument("--seed", type=int_value, default=0, help="root seed")
+    p.add_argument("--seed", type=seed_value, default=0, help="root seed")
     backends = choice(BACKENDS, "backend")
     p.add_argument("--backend", type=backends, default="numpy", help=", ".join(backends.choices))
     p.add_argument("--method", default="reduced", help="reduced or literal")
@@ -248,9 +248,11 @@ def _audit_cell(v, spec, width):
 
 
 def _explain_any(key, value, row):
-    """null_reason for comparison rows; a generic reason for bias-audit rows."""
+    """null_reason for comparison rows; a generic reason for bias-audit rows and the top level."""
     if "mse_exact" in row:
         return null_reason(key, value, row)
+    if key == "bias_audit" and value is None:
+        return "not run: pass --bias-audit"
     if key == "z" and value is not None and row.get("stderr") == 0:
         return "stderr is 0: every trial gave the same relative error"
     return None

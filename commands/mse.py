@@ -6,7 +6,7 @@ import math
 import sys
 
 from .cli import command
-from ._options import angle_value, choice, float_value, int_value
+from ._options import angle_in_range, choice, int_value, norm_value, seed_value
 from ._output import dumps
 
 _LOG_MAX = math.log(sys.float_info.max)
@@ -24,9 +24,9 @@ def _add_mse(p):
     p.add_argument("--d", type=int_value, default=16, help="dimension")
     p.add_argument("--m", type=int_value, default=8,
                    help="number of projections (features: m positive, 2m trig/hyperbolic)")
-    p.add_argument("--norm-x", type=float_value, default=1.0, help="|x|")
-    p.add_argument("--norm-y", type=float_value, default=1.0, help="|y|")
-    p.add_argument("--angle", type=angle_value, default=1.0,
+    p.add_argument("--norm-x", type=norm_value, default=1.0, help="|x|")
+    p.add_argument("--norm-y", type=norm_value, default=1.0, help="|y|")
+    p.add_argument("--angle", type=angle_in_range, default=1.0,
                    help="angle between x and y, radians in [0, pi] (1.5, pi/2, 3pi/4, ...)")
     p.add_argument("--kind", type=kinds, default="positive",
                    help=f"estimator: {', '.join(kinds.choices)}")
@@ -36,7 +36,7 @@ def _add_mse(p):
     p.add_argument("--norms", type=norms, default="chi",
                    help=f"row norms: {', '.join(norms.choices)} (chi: unbiased; fixed: sqrt(d))")
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
-    p.add_argument("--seed", type=int_value, default=0,
+    p.add_argument("--seed", type=seed_value, default=0,
                    help="seed (recorded; same seed, same numbers on every backend)")
     backends = choice(BACKENDS, "backend")
     p.add_argument("--backend", type=backends, default="numba",

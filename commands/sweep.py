@@ -5,13 +5,18 @@ from __future__ import annotations
 import time
 
 from .cli import command
-from ._options import LIST_NOTE, add_list, angle_value, choice, float_value, int_value
+from ._options import (LIST_NOTE, add_list, angle_in_range, choice, int_range, int_value, name_value,
+                       norm_value, seed_value)
 from ._output import dumps
 
 #: Grid axes settable on the command line (list options; their element parsers are
 #: in :func:`_add`, the names' choices the registry's when the parser is built).
 GRID_OPTIONS = ("kind", "ensemble", "norms", "backends", "d", "m", "angle",
                 "norm_x", "norm_y", "norm_sum")
+
+#: Most local worker processes of ``--workers`` (far more than any machine's cores; a
+#: pool's queues are sized by it and overflow a C int beyond 2**31 - 2).
+MAX_WORKERS = 1024
 
 
 def _add(p):
@@ -20,12 +25,14 @@ def _add(p):
 
     p.epilog = LIST_NOTE + ("\n\nOptions override the TOML file's keys; a default shown applies when "
                            "neither sets it.")
-    p.add_argument("grid", nargs="?", help="TOML file with [grid] and [run] tables "
-                   "(options below override its keys)")
-    p.add_argument("--out", required=True, help="output folder (results.csv, sweep.json)")
+    p.add_argument("grid", nargs="?", type=name_value("TOML file name"),
+                   help="TOML file with [grid] and [run] tables (options below override its keys)")
+    p.add_argument("--out", required=True, type=name_value("folder name"),
+                   help="output folder (results.csv, sweep.json)")
     p.add_argument("--resume", action="store_true", help="continue a sweep of the same grid in --out")
-    p.add_argument("--workers", type=int_value, default=1, help="local worker processes")
-    p.add_argument("--scheduler", default=None,
+    p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
+                   help=f"local worker processes, 1 to {MAX_WORKERS}")
+    p.add_argument("--scheduler", default=None, type=name_value("scheduler address"),
                    help="Dask scheduler address, e.g. tcp://HOST:8786 (needs the dask extra)")
     p.add_argument("--theory-only", action="store_true", default=None,
                    help="evaluate the closed forms only (vectorised, no Monte Carlo)")
@@ -42,15 +49,15 @@ def _add(p):
                   "(default: --backend)")
     add_list(g, "--d", convert=int_value, help="dimensions (required here or in the file)")
     add_list(g, "--m", convert=int_value, help="numbers of projections (required)")
-    add_list(g, "--angle", convert=angle_value,
+    add_list(g, "--angle", convert=angle_in_range,
              help="angles between x and y, radians in [0, pi]: 1.5, pi/2, 3pi/4, ... (required)")
-    add_list(g, "--norm-x", dest="norm_x", convert=float_value, help="|x| (default: 1)")
-    add_list(g, "--norm-y", dest="norm_y", convert=float_value, help="|y| (default: 1)")
-    add_list(g, "--norm-sum", dest="norm_sum", convert=float_value,
+    add_list(g, "--norm-x", dest="norm_x", convert=norm_value, help="|x| (default: 1)")
+    add_list(g, "--norm-y", dest="norm_y", convert=norm_value, help="|y| (default: 1)")
+    add_list(g, "--norm-sum", dest="norm_sum", convert=norm_value,
              help="|x + y| with |x| = |y| (instead of --norm-x/--norm-y)")
     r = p.add_argument_group("run")
     r.add_argument("--trials", type=int_value, help="Monte Carlo trials per point (default: 100000)")
-    r.add_argument("--seed", type=int_value, help="root seed (default: 0)")
+    r.add_argument("--seed", type=seed_value, help="root seed (default: 0)")
     r.add_argument("--backend", type=backends,
                    help=f"{', '.join(backends.choices)} (default: numpy)")
     r.add_argument("--method", help="reduced or literal (default: reduced)")

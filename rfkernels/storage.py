@@ -47,6 +47,12 @@ def atomic_write(path, content):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if exc.filename is None:  # a write or fsync (a full disk, a quota): say which file
+            raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
+        raise
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
