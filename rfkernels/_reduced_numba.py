@@ -82,7 +82,7 @@ from .reduced import STREAM_SIMPLEX_LENGTH as _STREAM_SIMPLEX_LENGTH
 from .reduced import STREAM_TAIL as _STREAM_TAIL
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _sum8(x, start, k):
     """Fixed-order sum of ``x[start:start + k]``; = :func:`rfkernels.reduced.fixed_order_sum`."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
@@ -115,7 +115,7 @@ def _sum8(x, start, k):
     return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _normals(k0, k1, trial, m, g):
     """g[i], i < m, from the direction stream (pairs of slots share a block)."""
     npairs = m // 2
@@ -128,7 +128,7 @@ def _normals(k0, k1, trial, m, g):
         g[m - 1] = z0
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _chi_squares_with_normals(k0, k1, trial, m, dof, stream, q, z, ok, work):
     """(q[i], z[i]) = chi_square_with_normal(dof) at slots i < m of ``stream``.
 
@@ -166,7 +166,7 @@ def _chi_square(k0, k1, trial, slot, stream, dof):
     return chi_square_at(k0, k1, trial, slot, stream, dof)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _directions(k0, k1, trial, m, d, p, g):
     """p[i] = g[i] / sqrt(S) per orthogonal block of d rows (the last one partial), S its squared norm."""
     for i in range(m):
@@ -186,12 +186,12 @@ def _directions(k0, k1, trial, m, d, p, g):
 # ok (bool) of length >= m, work (float64, (3, >= m)).
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _projections_iid_chi(k0, k1, trial, m, d, p, g, q, ok, work):
     _normals(k0, k1, trial, m, p)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
     # the direction coordinates c (times sqrt(d) by _scale_fixed)
     _normals(k0, k1, trial, m, g)
@@ -204,7 +204,7 @@ def _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
             p[i] = g[i] / math.sqrt(g[i] * g[i] + q[i])
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work):
     # the (length, direction) draws are per slot: all of them first, then block by block;
     # the direction coordinates c in p, the squared lengths in q (p = sqrt(q) c by _scale_chi)
@@ -212,13 +212,13 @@ def _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work):
     _directions(k0, k1, trial, m, d, p, g)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
     _normals(k0, k1, trial, m, g)
     _directions(k0, k1, trial, m, d, p, g)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _simplex_directions(k0, k1, trial, m, d, p, g):
     """p[i] = c_d (h_i - mean h) / |h| per simplex block (= rfkernels.reduced._simplex_directions).
 
@@ -270,26 +270,26 @@ def _simplex_directions(k0, k1, trial, m, d, p, g):
             p[i] = scale * ((g[i] - mean) / root)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work):
     # squared chi(d) norms into q (their companion normals, into p, are unused), then the directions
     _chi_squares_with_normals(k0, k1, trial, m, float(d), _STREAM_SIMPLEX_LENGTH, q, p, ok, work)
     _simplex_directions(k0, k1, trial, m, d, p, g)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
     _simplex_directions(k0, k1, trial, m, d, p, g)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _scale_chi(m, p, q):
     """p[i] <- sqrt(q[i]) p[i]: the projections from the direction coordinates and squared lengths."""
     for i in range(m):
         p[i] = math.sqrt(q[i]) * p[i]
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _scale_fixed(m, d, p):
     """p[i] <- sqrt(d) p[i]: the projections of rows of norm sqrt(d)."""
     sqrt_d = math.sqrt(d)
@@ -297,7 +297,7 @@ def _scale_fixed(m, d, p):
         p[i] = sqrt_d * p[i]
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work):
     """q[i] = the chi2(d - 1) part of |w_i|^2 for iid projections with chi norms (oprf only)."""
     if d == 1:
@@ -307,7 +307,7 @@ def _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work):
         _chi_squares_with_normals(k0, k1, trial, m, float(d - 1), _STREAM_OPRF_TAIL, q, g, ok, work)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _add_squares(m, p, q):
     """q[i] <- p[i]^2 + q[i]: |w_i|^2 from the projection and the tail."""
     for i in range(m):
@@ -329,7 +329,7 @@ def _choose(k0, k1, trial, m, alpha0, symmetric):
     return comp, symmetric and bit
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
     """Move row ``comp`` (= rfkernels.reduced._move_block, same operations).
 
@@ -363,13 +363,13 @@ def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
 # component i, then _mixture. ``v``: projections (chi norms) or direction coordinates (fixed).
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _ratios_chi(v, r, m, tp):
     for i in range(m):
         r[i] = exp(tp[TP_SHIFT] * v[i] + tp[TP_C0])
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _ratios_chi_symmetric(v, r, m, tp):
     shift = tp[TP_SHIFT]
     c0 = tp[TP_C0]
@@ -377,20 +377,20 @@ def _ratios_chi_symmetric(v, r, m, tp):
         r[i] = 0.5 * (exp(shift * v[i] + c0) + exp(c0 - shift * v[i]))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _ratios_chi_length(v, q, r, m, tp):
     """OPRF: W_i = q[i] - v[i]^2 (squared length minus squared projection)."""
     for i in range(m):
         r[i] = exp(tp[TP_SHIFT] * v[i] + (tp[TP_C1] * (q[i] - v[i] * v[i]) + tp[TP_C0]))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _ratios_fixed(v, r, m, tp):
     for i in range(m):
         r[i] = exp(tp[TP_C0] - tp[TP_N1] * log((1.0 - v[i]) + tp[TP_E_MINUS] * (1.0 + v[i])))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _ratios_fixed_symmetric(v, r, m, tp):
     for i in range(m):
         down = 1.0 - v[i]
@@ -399,13 +399,13 @@ def _ratios_fixed_symmetric(v, r, m, tp):
                       + exp(tp[TP_C_MINUS] - tp[TP_N1] * log(down + tp[TP_E_PLUS] * up)))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _mixture(r, m, tp):
     """The weight 1 / (alpha0 + (1 - alpha0) mean_i r_i)."""
     return 1.0 / (tp[TP_ALPHA0] + (1.0 - tp[TP_ALPHA0]) * (_sum8(r, 0, m) / m))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def _weight(v, q, r, m, symmetric, chi, with_w, tp):
     """The weight of a trial, the case chosen at run time (the CUDA kernel's way).
 
@@ -503,16 +503,22 @@ def trial_estimate_for(kind):
     return specialise(trial_estimate, _terms=kind.scalar_terms)
 
 
-def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
-    """The parallel CPU kernel of one (ensemble, norms, kind, proposal), compiled on first use and cached.
+def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
+    """The parallel CPU kernel of one (ensemble, norms, kind), compiled on first use and cached.
 
     The per-trial work is that of :func:`trial_estimate`, spelled out here
     with the choices as closure constants: Numba prunes the branches not taken
     before it inlines the scalar functions, so a call compiles one of the
-    paths (a few seconds) rather than all of them. Numba's cache keys
-    closures by the values of their constants, so each path is cached on its
-    own. ``TILT``: draw from the tilted proposal and write the weights to
-    ``weights`` (otherwise ``weights`` is not touched). The kind enters as
+    paths rather than all of them. Numba's cache keys closures by the values
+    of their constants, so each path is cached on its own. The proposal is
+    an argument, not a constant: one compilation serves a plain pilot and
+    the tilted run that may follow it (``tilted``: draw from the tilted
+    proposal and write the weights to ``weights``; otherwise ``weights`` is
+    not touched). The per-trial functions (a loop over the m projections
+    each) are called, not inlined into the kernel (``inline="never"``): that
+    halves the compilation, while the leaf functions they call (Philox,
+    Box--Muller, ``exp``) are still inlined into their loops, which LLVM
+    vectorises (``python benchmarks/bench_mc.py``, docs/performance.md). The kind enters as
     its flags and its ``terms`` (a registered scalar, bound to the global
     name ``_terms`` of the kernel's source); ``KIND_ID`` (:func:`kind_id`, from
     the kind's name and the source of its terms) is a closure constant so
@@ -520,7 +526,7 @@ def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     """
     BLOCK_IID = ENSEMBLE == IID
 
-    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tp, out, weights):
+    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tilted, tp, out, weights):
         if KIND_ID < 0:  # never: names the kind in the cache key
             return
         n = out.shape[0]
@@ -537,7 +543,7 @@ def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                 trial = base + np.uint64(t)
                 comp = -1
                 negative = False
-                if TILT:
+                if tilted:
                     comp, negative = _choose(k0, k1, trial, m, tp[TP_ALPHA0], SYMMETRIC)
                 if ENSEMBLE == ORTHOGONAL:
                     if CHI:
@@ -554,7 +560,7 @@ def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                 else:
                     _projections_iid_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
                 if not CHI:
-                    if TILT:
+                    if tilted:
                         if comp >= 0:
                             _move_row(p, q, comp, negative, m, block, gamma, False, tp)
                         if SYMMETRIC:
@@ -565,18 +571,18 @@ def _make_kernel(ENSEMBLE, CHI, TILT, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                     _scale_fixed(m, d, p)
                 else:
                     if BLOCK_IID:
-                        if TILT and comp >= 0:
+                        if tilted and comp >= 0:
                             p[comp] = p[comp] + (-tp[TP_SHIFT] if negative else tp[TP_SHIFT])
                         if NEEDS_W2:
                             _iid_chi_tails(k0, k1, trial, m, d, g, q, ok, work)
-                            if TILT and comp >= 0:
+                            if tilted and comp >= 0:
                                 q[comp] = q[comp] * tp[TP_WSCALE]
                             _add_squares(m, p, q)
                     else:
-                        if TILT and comp >= 0:
+                        if tilted and comp >= 0:
                             _move_row(p, q, comp, negative, m, block, gamma, True, tp)
                         _scale_chi(m, p, q)
-                    if TILT:  # p: the projections; q: |w_i|^2 (oprf)
+                    if tilted:  # p: the projections; q: |w_i|^2 (oprf)
                         if NEEDS_W2:
                             _ratios_chi_length(p, q, g, m, tp)
                         elif SYMMETRIC:
@@ -624,8 +630,10 @@ def kind_id(kind):
 _KIND_IDS = {}
 
 
-def kernel_for(ensemble, chi, kind, tilted=False):
-    """The CPU kernel dispatcher of one (ensemble, norms, kind, proposal) (created, not compiled, on first request).
+def kernel_for(ensemble, chi, kind):
+    """The CPU kernel dispatcher of one (ensemble, norms, kind) (created, not compiled, on first request).
+
+    One kernel serves both proposals (its argument ``tilted``).
 
     ``ensemble``: :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX` (``False``/``True``: iid/orthogonal);
     ``kind``: see :func:`kind_entry`.
@@ -635,10 +643,9 @@ def kernel_for(ensemble, chi, kind, tilted=False):
     if int(ensemble) not in ENSEMBLE_CODES.values():
         raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES.values())}; "
                          f"got {ensemble!r}")
-    key = (int(ensemble), bool(chi), bool(tilted), entry.name, kind_id(entry))
+    key = (int(ensemble), bool(chi), entry.name, kind_id(entry))
     if key not in _KERNELS:
-        _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), bool(tilted),
-                                     entry.needs_squared_norms, entry.symmetric_tilt,
+        _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), entry.needs_squared_norms, entry.symmetric_tilt,
                                      kind_id(entry), entry.scalar_terms)
     _selected = _KERNELS[key]
     return _selected
@@ -676,8 +683,8 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
     """
     slope, curvature, offset = constants_args(kind, length, oprf)
     _, tp, weights = tilt_params(tilt, weights, out)  # symmetric follows from the kind
-    kernel_for(ensemble, chi, kind, tilt is not None)(k0, k1, base, m, d, length, slope, curvature,
-                                                      offset, tp, out, weights)
+    kernel_for(ensemble, chi, kind)(k0, k1, base, m, d, length, slope, curvature, offset,
+                                    tilt is not None, tp, out, weights)
 
 
 def tilt_params(tilt, weights, out):
@@ -746,7 +753,7 @@ def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf
     """
     constants_args(kind, length, oprf)
     tilt_params(tilt, weights, out)
-    kernel_for(ensemble, chi, kind, tilt is not None)
+    kernel_for(ensemble, chi, kind)
     if compile_pending():
         print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
               "cached for later runs) ...", file=sys.stderr, flush=True)
@@ -759,7 +766,7 @@ def _flush_if_dependencies_changed(dispatcher=None):
     from . import _elementary, _elementary_numba, _rng_numba, _scalar
 
     if dispatcher is None:  # the specialisations share one cache index (one closure)
-        dispatcher = kernel_for(IID, True, "positive", False)
+        dispatcher = kernel_for(IID, True, "positive")
 
     try:
         digest = hashlib.sha256()

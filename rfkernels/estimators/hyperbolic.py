@@ -23,7 +23,7 @@ def terms(p, w2, length, consts, xp):
     return 0.5 * (elem.exp(ap - half, xp) + elem.exp(-ap - half, xp))
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
     """p[i] <- cosh form of :func:`terms`, in place."""
     half = 0.5 * length * length

@@ -95,7 +95,7 @@ def terms(p, w2, length, consts, xp):
     return elem.exp((slope * p - half) + (curvature * w2 + offset), xp)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
     """p[i] <- exp((slope p_i - a^2/2) + (curvature |w_i|^2 + offset)), q[i] = |w_i|^2."""
     if not chi:

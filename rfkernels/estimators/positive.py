@@ -22,7 +22,7 @@ def terms(p, w2, length, consts, xp):
     return elem.exp(length * p - 0.5 * length * length, xp)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
     """p[i] <- exp(a p_i - a^2/2), in place (the kernels' twin of :func:`terms`)."""
     half = 0.5 * length * length

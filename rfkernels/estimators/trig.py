@@ -21,7 +21,7 @@ def terms(p, w2, length, consts, xp):
     return xp.cos(length * p)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
     """p[i] <- cos(a p_i), in place."""
     for i in range(m):
