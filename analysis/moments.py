@@ -57,7 +57,7 @@ class Accumulator:
     """Running statistics of one pair's normalised errors ``e - target``.
 
     With ``weighted``, each chunk comes with its trials' likelihood-ratio
-    weights w (an importance-sampling proposal, :class:`rfkernels.reduced.Tilt`)
+    weights w (an importance-sampling proposal, :class:`rfkernels.engine.Tilt`)
     and the statistics are those of the weighted terms: ``err`` of
     ``w (e - target)``, ``sq`` of ``w (e - target)**2`` (their means are
     unbiased for the bias and the MSE), the tail of ``w (e - target)**2``,

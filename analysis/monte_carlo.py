@@ -12,9 +12,9 @@ Methods
 -------
 ``"reduced"`` (default, fast)
     Draws, per trial, only the m scalar projections the estimate depends
-    on, exactly in distribution (:mod:`rfkernels.reduced`; counter-based
+    on, exactly in distribution (:mod:`rfkernels.engine`; counter-based
     Philox numbers keyed by the seed). The ``numba`` backend runs the same
-    computation in parallel kernels (:mod:`rfkernels._reduced_numba`),
+    computation in parallel kernels (:mod:`rfkernels.engine.cpu`),
     ``cupy`` runs the NumPy code on the GPU; the estimates are the same on
     every backend and every thread count (bit for bit, except the rounding
     of ``cos`` for trig features).
@@ -43,7 +43,7 @@ Scale
 -----
 Estimates are accumulated divided by a scale ``C`` (``SM`` for positive and
 hyperbolic features, ``exp((|x|² + |y|²)/2)`` for trig features,
-:func:`rfkernels.reduced.normalisation`), so that they stay O(1) where SM
+:func:`rfkernels.engine.normalisation`), so that they stay O(1) where SM
 itself is huge or tiny; the reported values are multiplied back in log
 space and a result beyond float64 raises :class:`FloatingPointError`.
 
@@ -52,7 +52,7 @@ Proposals
 ``proposal="plain"`` draws every trial from the estimator's own law.
 ``"tilted"`` draws them from a defensive mixture that moves one projection
 toward where the squared error comes from and weights each trial by the
-exact likelihood ratio (:class:`rfkernels.reduced.Tilt`), so that the
+exact likelihood ratio (:class:`rfkernels.engine.Tilt`), so that the
 weighted mean squared error and mean stay unbiased while the heavy tail of
 positive, hyperbolic and oprf estimates is sampled (docs/importance.rst).
 ``"auto"`` (default) tilts a pair when the plain run would not reach the
@@ -81,7 +81,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rfkernels import reduced, theory
+from rfkernels import engine, theory
 from rfkernels.backends import BACKENDS, array_namespace, check_backend, to_numpy
 from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_projections, projection_bytes
@@ -111,7 +111,7 @@ from .tail import (
 )
 
 #: Monte Carlo proposals (see the module notes).
-PROPOSALS = reduced.PROPOSALS
+PROPOSALS = engine.PROPOSALS
 #: Plain trials of the pilot run with which ``proposal="auto"`` decides.
 PILOT_TRIALS = 1 << 14
 #: ``proposal="auto"`` stays plain above this |x + y|^2: a moved term's squared error,
@@ -171,7 +171,7 @@ class _Setup:
     method: str
     chunk: int
     progress: object
-    engine: object  # reduced.Engine (method 'reduced') or None
+    engine: object  # engine.Engine (method 'reduced') or None
     norm: list  # Normalisation per pair
     exact: list  # exact MSE per pair or None
     sm: list
@@ -210,7 +210,7 @@ def _recorded_entropy(entropy):
 def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensemble="iid"):
     """Estimated peak bytes a Monte Carlo run allocates (the checks' upper estimate).
 
-    - reduced: the engine's own estimate (:func:`rfkernels.reduced.engine_bytes`);
+    - reduced: the engine's own estimate (:func:`rfkernels.engine.engine_bytes`);
     - literal: one projection matrix (:func:`rfkernels.projections.projection_bytes`),
       the features of all pairs (about 16 ``pairs × m`` doubles), the
       pairs × pairs log-domain fallback and the ``pairs × chunk`` block;
@@ -220,7 +220,7 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
     """
     accumulate = 8 * 8 * chunk
     if method == "reduced":
-        return reduced.engine_bytes(m, chunk, backend, ensemble, d) + accumulate
+        return engine.engine_bytes(m, chunk, backend, ensemble, d) + accumulate
     return (projection_bytes(m, d, ensemble)
             + 8 * (16 * pairs * m + 2 * pairs * pairs + pairs * chunk) + accumulate)
 
@@ -239,8 +239,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     check_choice(backend, "backend", BACKENDS)
     check_choice(proposal, "proposal", PROPOSALS)
     trials = check_int(trials, "trials", minimum=2)
-    if trials > reduced.MAX_TRIALS:
-        raise ValueError(f"trials must be at most 2**{reduced.PAIR_SHIFT}; got {trials}")
+    if trials > engine.MAX_TRIALS:
+        raise ValueError(f"trials must be at most 2**{engine.PAIR_SHIFT}; got {trials}")
     if chunk is not None:
         chunk = check_int(chunk, "chunk")
     if progress is not None and not callable(progress):
@@ -273,12 +273,12 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         Xa = Ya = None
         d, pairs = int(geometry.d), 1
     est = est.with_size(d=d)
-    if pairs > reduced.MAX_PAIRS:
-        raise ValueError(f"at most 2**{64 - reduced.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
-    engine = None
+    if pairs > engine.MAX_PAIRS:
+        raise ValueError(f"at most 2**{64 - engine.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
+    run_engine = None
     if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
-        engine = reduced.Engine(est, backend, chunk)
-        chunk = engine.chunk
+        run_engine = engine.Engine(est, backend, chunk)
+        chunk = run_engine.chunk
     else:
         check_backend(backend)  # cupy without CuPy or a device: ImportError naming the gpu extra
         if chunk is None:
@@ -306,9 +306,9 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             raise FloatingPointError(
                 f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
             )
-        nm = reduced.normalisation_of(est.kind, float(g.half_sq), float(g.s), float(g.t))
+        nm = engine.normalisation_of(est.kind, float(g.half_sq), float(g.s), float(g.t))
         norm.append(nm)
-        consts.append(None if engine is None else engine.constants(value, nm.length))
+        consts.append(None if run_engine is None else run_engine.constants(value, nm.length))
         sm.append(math.exp(log_sm))
         if known and not (isinstance(exact, str) and exact == COMPUTE):
             exacts.append(exact)
@@ -321,7 +321,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             exacts.append(math.exp(log_exact))
         else:
             exacts.append(None)
-    return _Setup(Xa, Ya, est, trials, seq, backend, method, chunk, progress, engine, norm, exacts,
+    return _Setup(Xa, Ya, est, trials, seq, backend, method, chunk, progress, run_engine, norm, exacts,
                   sm, values, consts, proposal)
 
 
@@ -333,7 +333,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 def _reduced_chunks(s, tilts=None, first=0, pairs=None):
     """``(pair, n, e, w, xp)`` of every pair (or of ``pairs``), chunk by chunk; ``w`` None if plain.
 
-    ``tilts``: each pair's :class:`rfkernels.reduced.Tilt` or None (default: all plain).
+    ``tilts``: each pair's :class:`rfkernels.engine.Tilt` or None (default: all plain).
     """
     key = key_from_seed(s.seq)
     tilts = tilts or [None] * len(s.norm)
@@ -358,7 +358,7 @@ def _choose_proposals(s):
     plan = _Plan.plain(pairs)
     key = key_from_seed(s.seq)
     for pair, nm in enumerate(s.norm):
-        tilt = reduced.tilt_of(s.est, s.a[pair], nm.length)
+        tilt = engine.tilt_of(s.est, s.a[pair], nm.length)
         if s.proposal == "tilted":
             plan.tilts[pair], plan.notes[pair] = tilt, "tilted: as requested"
             continue
@@ -376,7 +376,7 @@ def _choose_proposals(s):
         n = min(PILOT_TRIALS, s.trials)  # a short run's pilot is as long as the run
         sq = []
         for _, e, _ in s.engine.chunks(key, nm.length, s.consts[pair], trials=n,
-                                       first=reduced.MAX_TRIALS - n, pair=pair):
+                                       first=engine.MAX_TRIALS - n, pair=pair):
             err = to_numpy(e) - nm.target
             sq.append(err * err)
         sq = np.concatenate(sq)
@@ -664,7 +664,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         z = \frac{\widehat{\mathrm{MSE}} - \mathrm{MSE}_{exact}}{\mathrm{se}},
 
     with weights :math:`w_k = 1` for the plain proposal and the likelihood
-    ratios of :class:`rfkernels.reduced.Tilt` for the tilted one (the bias
+    ratios of :class:`rfkernels.engine.Tilt` for the tilted one (the bias
     likewise from :math:`w_k \epsilon_k`). ``se``, the interval and ``z``
     assume a finite variance of the (weighted) squared errors, which the tail
     diagnostic checks (``tail_ok``).
@@ -787,8 +787,8 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     start = check_int(start, "start", minimum=0)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, None, None,
                names=("x", "y"), keep_all=True, A=A)
-    if start + s.trials > reduced.MAX_TRIALS:
-        raise ValueError(f"start + trials must be at most 2**{reduced.PAIR_SHIFT}")
+    if start + s.trials > engine.MAX_TRIALS:
+        raise ValueError(f"start + trials must be at most 2**{engine.PAIR_SHIFT}")
     chunks = _reduced_chunks(s, first=start) if s.method == "reduced" else _literal_chunks(s, start)
     parts = [to_numpy(e).copy() for _, _, e, _, _ in chunks]
     e = np.concatenate(parts)

@@ -64,7 +64,7 @@ class MonteCarloResult:
         ``tail.ok``: whether ``stderr``, ``ci95`` and ``z`` can be trusted.
     proposal : str
         The law the trials came from: ``"plain"`` or ``"tilted"``
-        (:class:`rfkernels.reduced.Tilt`; ``mse``, ``bias`` and the tail are
+        (:class:`rfkernels.engine.Tilt`; ``mse``, ``bias`` and the tail are
         then of the weighted terms).
     proposal_note : str
         Why that proposal (as requested, or what ``proposal="auto"`` saw).

@@ -153,7 +153,7 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi", A=None):
     tilted law, :math:`(d - 1) c^* = \kappa (1 - c^{*2})`,
     :math:`\kappa = 2a\sqrt d`, where a uniform direction's coordinate lands
     with probability :math:`\tfrac12 I_{1 - c^{*2}}((d - 1)/2, 1/2)`.
-    With ``tilt`` (a :class:`rfkernels.reduced.Tilt`), under that proposal: a
+    With ``tilt`` (a :class:`rfkernels.engine.Tilt`), under that proposal: a
     fraction ``1 - alpha0`` of the trials moves one projection to about
     ``shift`` (chi norms: then beyond 2a with probability
     ``P(N(shift, 1) > 2a)``) or its direction to about :math:`c^*` (fixed
@@ -177,7 +177,7 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi", A=None):
             raise ValueError("reach with norms='fixed' needs d")
         from scipy.special import betainc
 
-        from rfkernels.reduced import direction_peak
+        from rfkernels.engine import direction_peak
 
         c_star = direction_peak(length, d)
         per = 0.5 if d == 1 else 0.5 * float(betainc((d - 1.0) / 2.0, 0.5, 1.0 - c_star * c_star))

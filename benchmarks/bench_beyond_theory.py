@@ -19,8 +19,8 @@ from functools import partial
 import numpy as np
 from _timing import best_of
 
-from rfkernels import _beyond_theory as bt
-from rfkernels import _hypergeometric as hg
+from rfkernels.numerics import beyond as bt
+from rfkernels.numerics import hypergeometric as hg
 from rfkernels import theory
 
 

@@ -1,4 +1,4 @@
-"""Per-trial time of the reduced engine (``reduced.estimate_chunks``) for a few estimator paths.
+"""Per-trial time of the reduced engine (``engine.estimate_chunks``) for a few estimator paths.
 
 Times whatever ``rfkernels`` the interpreter imports, so two commits can be
 compared from their own environments (docs/performance.md, "The estimator
@@ -15,18 +15,18 @@ import time
 import numba
 import numpy as np
 
-from rfkernels import reduced
+from rfkernels import engine
 
 KEY = (1, 2)
 CASES = [("positive", "orthogonal", "chi", None, False), ("oprf", "iid", "chi", -0.1, False),
          ("hyperbolic", "simplex", "fixed", None, True)]
 for kind, ens, norms, A, tilted in CASES:
-    tilt = reduced.tilt_for(kind, ens, norms, 0.7, 64, A=A) if tilted else None
+    tilt = engine.tilt_for(kind, ens, norms, 0.7, 64, A=A) if tilted else None
     for backend, threads, n in (("numba", 1, 1 << 16), ("numba", 2, 1 << 16), ("numpy", 1, 1 << 13)):
         numba.set_num_threads(threads)
 
         def run():
-            for c in reduced.estimate_chunks(KEY, 0.7, 64, 64, kind, ensemble=ens, norms=norms,
+            for c in engine.estimate_chunks(KEY, 0.7, 64, 64, kind, ensemble=ens, norms=norms,
                                              trials=n, backend=backend, A=A, tilt=tilt):
                 pass
 

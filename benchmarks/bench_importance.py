@@ -4,8 +4,8 @@ Four sections, each printed as a Markdown table (docs/performance.md,
 "Importance sampling (issue 14)"; docs/importance.rst):
 
 ``cost``
-    Time per trial of the reduced engine (:func:`rfkernels.reduced.estimate_chunks`)
-    with the tilted proposal (``tilt=rfkernels.reduced.tilt_for(...)``) and
+    Time per trial of the reduced engine (:func:`rfkernels.engine.estimate_chunks`)
+    with the tilted proposal (``tilt=rfkernels.engine.tilt_for(...)``) and
     without it, for positive, hyperbolic and oprf (A*) features, iid and
     orthogonal projections with chi norms, d = m = 16 and 64, on the Numba
     and NumPy backends. Each (plain, tilted) pair of timings is taken back to
@@ -43,7 +43,7 @@ Four sections, each printed as a Markdown table (docs/performance.md,
 ``large``
     |x + y|^2 = 16, positive features, orthogonal and simplex blocks with
     chi norms, d = m in {4, 16, 64}, ``proposal="tilted"``, 4e5 trials:
-    the (p, W, Z) move of :class:`rfkernels.reduced.Tilt` where the first
+    the (p, W, Z) move of :class:`rfkernels.engine.Tilt` where the first
     proposal (shift g_i and tilt R_i^2) failed; and the fraction of those
     trials that took the plain component of the mixture.
 
@@ -76,7 +76,7 @@ from rfkernels.analysis import (
     pareto_k_hat,
 )
 
-from rfkernels import reduced, rng, theory
+from rfkernels import engine, rng, theory
 from rfkernels.rng import key_from_seed
 from rfkernels.validation import seed_sequence
 
@@ -113,10 +113,10 @@ class Case:
         self.rel_exact = math.exp(log_exact - 2.0 * float(self.geom.log_sm))  # MSE / SM^2
 
     def tilt(self):
-        return reduced.tilt_for(self.kind, self.ensemble, "chi", self.a, self.d, A=self.A)
+        return engine.tilt_for(self.kind, self.ensemble, "chi", self.a, self.d, A=self.A)
 
     def chunks(self, key, n, backend="numba", tilt=None, pair=0):
-        return reduced.estimate_chunks(key, self.a, self.m, self.d, self.kind,
+        return engine.estimate_chunks(key, self.a, self.m, self.d, self.kind,
                                        ensemble=self.ensemble, trials=n, backend=backend,
                                        A=self.A, tilt=tilt, pair=pair)
 
@@ -170,13 +170,13 @@ def exact_fourth_moment_iid(case):
 
 
 def fourth_moment_tilt(case):
-    """A :class:`rfkernels.reduced.Tilt` aimed at the fourth power of a term (chi norms).
+    """A :class:`rfkernels.engine.Tilt` aimed at the fourth power of a term (chi norms).
 
-    :func:`rfkernels.reduced.tilt_for` aims at a term's square:
+    :func:`rfkernels.engine.tilt_for` aims at a term's square:
     omega ~ N(lambda e, sigma^2 I), sigma^2 = 1/(1 - 8A), lambda = 2 B a sigma^2.
     The fourth power's tilted law has sigma^2 = 1/(1 - 16A), lambda = 4 B a sigma^2
     (positive, hyperbolic: a shift of 4a); the fields follow the formulas of
-    :class:`rfkernels.reduced.Tilt`. Any tilt gives exact weights, so the
+    :class:`rfkernels.engine.Tilt`. Any tilt gives exact weights, so the
     weighted mean of (K - 1)^4 is unbiased for E_P[(K - 1)^4].
     """
     base = case.tilt()
@@ -369,9 +369,9 @@ def section_large(trials, sizes):
     # where a moved trial's weighted squared error is nearly constant, the run's error is the
     # binomial noise of how many trials took the plain component.
     key = key_from_seed(seed_sequence(0))
-    u = rng.uniform_pair(key, reduced.trial_counters(0, trials), 0, reduced.STREAM_PROPOSAL)[0]
-    frac = float(np.mean(u < reduced.DEFENSIVE_WEIGHT))
-    a0 = reduced.DEFENSIVE_WEIGHT
+    u = rng.uniform_pair(key, engine.trial_counters(0, trials), 0, engine.STREAM_PROPOSAL)[0]
+    frac = float(np.mean(u < engine.DEFENSIVE_WEIGHT))
+    a0 = engine.DEFENSIVE_WEIGHT
     mixture = {"trials": trials, "plain_fraction": frac,
                "plain_fraction_z": (frac - a0) / math.sqrt(a0 * (1 - a0) / trials),
                "moved_fraction_over_expected": (1.0 - frac) / (1.0 - a0)}
@@ -536,7 +536,7 @@ def main(argv=None):
                                   f"{trials:.0e} trials, seed 0")
         mx = out["large_mixture"]
         print(f"\nMixture components of these runs: {mx['plain_fraction']:.5f} of the trials from "
-              f"the plain law (expected {reduced.DEFENSIVE_WEIGHT}, binomial z = "
+              f"the plain law (expected {engine.DEFENSIVE_WEIGHT}, binomial z = "
               f"{mx['plain_fraction_z']:+.2f}); moved trials / expected = "
               f"{mx['moved_fraction_over_expected']:.4f}.")
     info["seconds"] = time.perf_counter() - started

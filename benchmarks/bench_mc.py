@@ -115,7 +115,7 @@ def time_gpu_kernel(d, m, repeat, trials):
     """Seconds per trial of the CUDA kernel alone (estimates into a CuPy array, no statistics)."""
     import cupy
 
-    from rfkernels import _reduced_cuda as _mc_cuda
+    from rfkernels.engine import cuda as _mc_cuda
 
     out = cupy.empty(trials)
     args = (np.uint32(1), np.uint32(2), np.uint64(0), m, d, True, True, 0, 1.0, out)
@@ -158,14 +158,14 @@ BEYOND = [("positive", "iid", None), ("positive", "orthogonal", None), ("positiv
 
 def time_beyond(repeat, m=64, d=64):
     """ns per trial of the reduced engine for :data:`BEYOND` (Numba 4e5 trials, NumPy 4e4)."""
-    from rfkernels import reduced, rng
+    from rfkernels import engine, rng
 
     key = rng.key_from_seed(0)
     print(f"Reduced engine, ns per trial (chi norms, m = {m}, d = {d}, best of {repeat}):")
     for backend, trials in (("numba", 400_000), ("numpy", 40_000)):
         for kind, ens, A in BEYOND:
             def run(n, kind=kind, ens=ens, A=A, backend=backend):
-                for _ in reduced.estimate_chunks(key, 0.7, m, d, kind, ensemble=ens, trials=n,
+                for _ in engine.estimate_chunks(key, 0.7, m, d, kind, ensemble=ens, trials=n,
                                                  backend=backend, A=A):
                     pass
             run(1000)  # compile or load first

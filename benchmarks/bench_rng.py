@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from rfkernels import rng
-from rfkernels._rng_numba import chi_square_at, normal_at
+from rfkernels.engine.rng_numba import chi_square_at, normal_at
 
 
 @numba.njit(parallel=True)

@@ -38,7 +38,7 @@ _STATEMENTS = ("exact_le_bound", "iid_eq_lemma2", "mc_consistent")
 
 def _add(p):
     from ..backends import BACKENDS
-    from ..reduced import PROPOSALS
+    from ..engine import PROPOSALS
 
     p.epilog = _EPILOG
     add_list(p, "--d", convert=int_value, default=[16], help="dimensions")

@@ -14,7 +14,7 @@ _LOG_MAX = math.log(sys.float_info.max)
 
 def _add_mse(p):
     from ..backends import BACKENDS
-    from ..reduced import PROPOSALS
+    from ..engine import PROPOSALS
 
     kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
     p.epilog = ("Counts (--d, --m, --trials, --seed, --chunk) may be written 1e6; angles\n"

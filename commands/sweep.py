@@ -21,7 +21,7 @@ MAX_WORKERS = 1024
 
 def _add(p):
     from ..backends import BACKENDS
-    from ..reduced import PROPOSALS
+    from ..engine import PROPOSALS
 
     p.epilog = LIST_NOTE + ("\n\nOptions override the TOML file's keys; a default shown applies when "
                            "neither sets it.")

@@ -60,13 +60,13 @@ from .features import (
     feature_map,
     oprf_auto_a,
 )
+from .estimators.registry import check_kind
 from .validation import (
     KINDS,
     check_bool,
     check_choice,
     check_finite,
     check_int,
-    check_kind,
     check_memory,
     check_same_d,
 )

@@ -46,13 +46,13 @@ import numpy as np
 
 from .backends import get_array_module
 from .estimators import oprf, registry
+from .estimators.registry import check_kind
 from .estimators.spec import refuse_parameter
 from .validation import (
     KINDS,
     check_bool,
     check_finite,
     check_int,
-    check_kind,
     check_memory,
     check_same_d,
 )
@@ -213,7 +213,7 @@ def oprf_auto_a(X, Y=None):
         rho = (mean_sq + 2.0 * (x.mean(axis=0) @ y.mean(axis=0))) / d
     if not np.isfinite(rho):
         raise FloatingPointError("oprf_auto_a: the mean |x + y|^2 overflows float64; rescale the inputs")
-    from ._beyond_theory import oprf_optimal_a
+    from .numerics.beyond import oprf_optimal_a
 
     return float(oprf_optimal_a(max(float(rho), 0.0)))  # rho >= 0 up to rounding
 

@@ -21,14 +21,13 @@ import numpy as np
 
 from .validation import (
     check_bool,
-    check_ensemble,
     check_int,
     check_memory,
-    check_norms,
     check_seed,
 )
 from .backends import check_backend
 from .estimators import registry
+from .estimators.registry import check_ensemble, check_norms
 from .estimators.spec import check_sizes
 
 __all__ = [

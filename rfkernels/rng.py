@@ -4,7 +4,7 @@ Every variate is a pure function of ``(key, trial, slot, stream)``: nothing
 here holds state, so the numbers do not depend on how work is split into
 chunks, threads or devices, nor on the order or shape in which they are
 requested. The same numbers are computed by scalar Numba code in
-:mod:`rfkernels._rng_numba`, for use inside ``prange`` loops.
+:mod:`rfkernels.engine.rng_numba`, for use inside ``prange`` loops.
 
 The vectorised functions here are written once against an array namespace
 ``xp`` (NumPy or CuPy) and use only operations both provide.
@@ -34,7 +34,7 @@ independent one. The stream, not the function, tells variates apart:
 same Philox blocks at attempt 0, so give each use its own stream.
 
 The transcendental functions of the transforms (``log``, ``exp``, ``sin``,
-``cos``) are those of :mod:`rfkernels._elementary`, built from correctly
+``cos``) are those of :mod:`rfkernels.numerics.elementary`, built from correctly
 rounded IEEE operations only, so the NumPy, CuPy and Numba versions of every
 variate are the same bits (and the Numba loops vectorise).
 """
@@ -45,7 +45,7 @@ import numbers
 
 import numpy as np
 
-from . import _elementary as elem
+from .numerics import elementary as elem
 from .validation import check_real, seed_sequence
 from .backends import get_array_module
 
@@ -86,17 +86,18 @@ ATTEMPT_BOOST = 0xFFFF
 #: Number of Marsaglia-Tsang attempts available (attempts 0 .. MAX_ATTEMPTS - 1).
 MAX_ATTEMPTS = ATTEMPT_BOOST
 
-_MASK32 = np.uint64(0xFFFFFFFF)
-_SHIFT32 = np.uint64(32)
-_M0 = np.uint64(PHILOX_M0)
-_M1 = np.uint64(PHILOX_M1)
-_W0 = np.uint64(PHILOX_W0)
-_W1 = np.uint64(PHILOX_W1)
+#: Philox and generator constants as the kernels take them (rfkernels.engine.rng_numba imports them).
+MASK32_U64 = np.uint64(0xFFFFFFFF)
+SHIFT32_U64 = np.uint64(32)
+M0_U64 = np.uint64(PHILOX_M0)
+M1_U64 = np.uint64(PHILOX_M1)
+W0_U64 = np.uint64(PHILOX_W0)
+W1_U64 = np.uint64(PHILOX_W1)
 
-_TWO_M52 = 2.0**-52
-_TWO_M32 = 2.0**-32
-_SQUEEZE = 0.0331  # Marsaglia & Tsang (2000), the squeeze 1 - 0.0331 x**4
-_ONE_THIRD = 1.0 / 3.0
+TWO_M52 = 2.0**-52
+TWO_M32 = 2.0**-32
+MT_SQUEEZE = 0.0331  # Marsaglia & Tsang (2000), the squeeze 1 - 0.0331 x**4
+ONE_THIRD = 1.0 / 3.0
 
 
 # ---------------------------------------------------------------------------
@@ -116,18 +117,18 @@ def _philox_words(c0, c1, c2, c3, k0, k1, xp):
     c0, c1, c2, c3 = (xp.broadcast_to(c, shape) for c in (c0, c1, c2, c3))
     for r in range(PHILOX_ROUNDS):
         if r:
-            k0 = (k0 + _W0) & _MASK32
-            k1 = (k1 + _W1) & _MASK32
-        p0 = c0 * _M0  # < 2**64: the full 32x32 -> 64 product, a new array
-        p1 = c2 * _M1
-        hi1 = p1 >> _SHIFT32
+            k0 = (k0 + W0_U64) & MASK32_U64
+            k1 = (k1 + W1_U64) & MASK32_U64
+        p0 = c0 * M0_U64  # < 2**64: the full 32x32 -> 64 product, a new array
+        p1 = c2 * M1_U64
+        hi1 = p1 >> SHIFT32_U64
         hi1 ^= c1
         hi1 ^= k0
-        p1 &= _MASK32
-        hi0 = p0 >> _SHIFT32
+        p1 &= MASK32_U64
+        hi0 = p0 >> SHIFT32_U64
         hi0 ^= c3
         hi0 ^= k1
-        p0 &= _MASK32
+        p0 &= MASK32_U64
         c0, c1, c2, c3 = hi1, p1, hi0, p0
     return c0, c1, c2, c3
 
@@ -257,7 +258,7 @@ def _as_key(key, xp):
 def _block(k0, k1, trial, slot, stream, attempt, xp):
     """The Philox block of ``(key, trial, slot, stream, attempt)``; uint64 words."""
     c1 = xp.asarray((stream << 16) | attempt, dtype=xp.uint64)
-    return _philox_words(slot, c1, trial & _MASK32, trial >> _SHIFT32, k0, k1, xp)
+    return _philox_words(slot, c1, trial & MASK32_U64, trial >> SHIFT32_U64, k0, k1, xp)
 
 
 def _uniform52(lo, hi, xp):
@@ -266,13 +267,13 @@ def _uniform52(lo, hi, xp):
     ``j`` is the top 52 bits of ``(hi << 32) | lo``. Every value is exact in
     float64 and lies in ``[2**-53, 1 - 2**-53]``.
     """
-    bits = (hi << _SHIFT32) | lo
-    return ((bits >> np.uint64(12)).astype(xp.float64) + 0.5) * _TWO_M52
+    bits = (hi << SHIFT32_U64) | lo
+    return ((bits >> np.uint64(12)).astype(xp.float64) + 0.5) * TWO_M52
 
 
 def _uniform32(w, xp):
     """Uniform in (0, 1) from one word: ``(w + 1/2) 2**-32``."""
-    return (w.astype(xp.float64) + 0.5) * _TWO_M32
+    return (w.astype(xp.float64) + 0.5) * TWO_M32
 
 
 # ---------------------------------------------------------------------------
@@ -367,7 +368,7 @@ def normal(key, trial, slot, stream=STREAM_NORMAL, xp=None):
         z_{2j+1} = \\sqrt{-2 \\log u_1}\\, \\sin(2 \\pi u_2),
 
     which are independent standard normals. :func:`normal_pair` returns both
-    at once; :func:`rfkernels._rng_numba.normal_at` computes the
+    at once; :func:`rfkernels.engine.rng_numba.normal_at` computes the
     same number.
 
     References
@@ -416,7 +417,7 @@ def uniform_pair(key, trial, slot, stream, xp=None):
     and 3 (``(j + 1/2) 2**-52``, ``j`` the top 52 bits of the 64-bit pair), and
     ``bit`` the lowest bit of word 2 as a bool array, which ``v`` does not use,
     so the three are independent. The Monte Carlo proposal draws its mixture
-    component from them (:mod:`rfkernels.reduced`).
+    component from them (:mod:`rfkernels.engine`).
     """
     if xp is None:
         xp = get_array_module(key, trial, slot)
@@ -474,7 +475,7 @@ def _mt_attempt(k0, k1, t, s, stream, attempt, d, c, xp):
     v = base * base * base
     positive = v > 0.0
     x2 = x * x
-    accepted = positive & (u < 1.0 - _SQUEEZE * (x2 * x2))  # the squeeze
+    accepted = positive & (u < 1.0 - MT_SQUEEZE * (x2 * x2))  # the squeeze
     # the logarithmic test, only where the squeeze did not decide (~10% at large shapes)
     todo = xp.nonzero(positive & ~accepted)[0]
     if todo.size:
@@ -499,7 +500,7 @@ def _gamma_mt(k0, k1, t, s, a, stream, xp):
     n = t.shape[0]
     small = a < 1.0
     alpha = xp.where(small, a + 1.0, a)  # the shape Marsaglia-Tsang samples, >= 1
-    d = alpha - _ONE_THIRD
+    d = alpha - ONE_THIRD
     c = 1.0 / xp.sqrt(9.0 * d)
     args = (k0, k1, t, s, d, c)
     ok, g, companion = _mt_attempt(k0, k1, t, s, stream, 0, d, c, xp)
@@ -606,9 +607,9 @@ def chi_square(key, trial, slot, dof, stream=STREAM_CHI_SQUARE, xp=None):
     value is below the smallest double.
 
     Every ``log``, ``sin``, ``cos`` and ``exp`` here is one of
-    :mod:`rfkernels._elementary`, so the vectorised loop (which retries only
+    :mod:`rfkernels.numerics.elementary`, so the vectorised loop (which retries only
     the rejected entries, attempt by attempt) and the scalar loop of
-    :func:`rfkernels._rng_numba.chi_square_at` make the same
+    :func:`rfkernels.engine.rng_numba.chi_square_at` make the same
     accept/reject choices and return the same bits.
 
     References

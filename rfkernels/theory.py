@@ -47,10 +47,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _beyond_theory as _bt
-from .closed_form import finish as _finish
-from .closed_form import log_expm1 as _log_expm1
-from .closed_form import pairs_in_blocks
+from .numerics import beyond as _bt
+from .numerics.closed_form import finish as _finish
+from .numerics.closed_form import log_expm1 as _log_expm1
+from .numerics.closed_form import pairs_in_blocks
 from .estimators import estimator
 from .validation import (
     KINDS,
@@ -454,7 +454,7 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     | grep worst`` (and ``Haswell``).
 
     OPRF (every ensemble) and simplex (every kind) come from
-    :func:`rfkernels._beyond_theory.log_mse_beyond` (through the kinds of :mod:`rfkernels.estimators`): the
+    :func:`rfkernels.numerics.beyond.log_mse_beyond` (through the kinds of :mod:`rfkernels.estimators`): the
     simplex pair term is a one-dimensional Gauss-Jacobi quadrature; against
     40-digit mpmath the worst ``|log got - log ref|`` is 5.3e-12 on
     ``|x ± y|^2`` in [1e-8, 1e3], d up to 1024 (``python3 -m pytest

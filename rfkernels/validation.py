@@ -174,6 +174,14 @@ def check_finite(value, name, xp=np):
     return arr
 
 
+def nonnegative_scalar(value, name):
+    """One finite real number >= 0 as a float (complex and non-numbers refused)."""
+    arr = check_finite(value, name)
+    if arr.ndim != 0 or arr < 0:
+        raise ValueError(f"{name} must be one finite number >= 0; got {value!r}")
+    return float(arr)
+
+
 def check_bool(value, name):
     """Return ``value`` as a Python bool; only ``True``/``False`` (or NumPy's) are booleans.
 

@@ -13,9 +13,9 @@ Importing this module registers it; nothing else in the project is edited.
 
 import numpy as np
 
-from rfkernels import _elementary as elem
-from rfkernels._elementary_numba import exp
-from rfkernels._scalar import scalar
+from rfkernels.numerics import elementary as elem
+from rfkernels.numerics.elementary_numba import exp
+from rfkernels.numerics.scalar import scalar
 from rfkernels.estimators import Kind, register
 
 

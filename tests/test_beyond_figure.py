@@ -9,7 +9,7 @@ import pytest
 from rfkernels.analysis.comparison import bias_audit
 from rfkernels.figures import FIGURES, figure_module
 
-from rfkernels import reduced, theory
+from rfkernels import engine, theory
 
 
 def test_beyond_is_registered():

@@ -8,7 +8,7 @@ here with NumPy), and the claims of MATH.md ("Beyond the paper").
 import numpy as np
 import pytest
 
-from rfkernels import _beyond_theory as bt
+from rfkernels.numerics import beyond as bt
 from rfkernels import theory
 from rfkernels.theory import Geometry
 
@@ -195,7 +195,7 @@ def test_simplex_small_argument_limits():
 @pytest.mark.parametrize("d", [2, 3, 65])
 def test_log_scaled_1f1_against_mpmath(d):
     """The Horner series of log(e^{-2x} 1F1(d; d/2; x)) used for x > 10."""
-    from rfkernels import _hypergeometric as hg
+    from rfkernels.numerics import hypergeometric as hg
 
     x = np.array([1e-6, 0.3, 9.99, 10.01, 55.0, 149.0, 151.0, 300.0, 777.0, 1000.0, 4999.0])
     with mpmath.workdps(50):

@@ -457,7 +457,7 @@ def test_compare_shows_the_proposal_of_every_row(capsys):
 from rfkernels.backends import BACKENDS  # noqa: E402
 from rfkernels.commands._options import angle_value, choice  # noqa: E402
 from rfkernels.estimators import registry  # noqa: E402
-from rfkernels.reduced import PROPOSALS  # noqa: E402
+from rfkernels.engine import PROPOSALS  # noqa: E402
 
 #: (command, option, valid choices) of every name option of the command line.
 NAME_OPTIONS = [

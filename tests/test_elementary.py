@@ -1,4 +1,4 @@
-"""Tests of the fixed-operation elementary functions (rfkernels._elementary).
+"""Tests of the fixed-operation elementary functions (rfkernels.numerics.elementary).
 
 The vectorised (NumPy) and scalar Numba versions must be bit-identical, and
 both accurate to a couple of ulp against 30-digit mpmath.
@@ -11,8 +11,8 @@ import numba
 import numpy as np
 import pytest
 
-from rfkernels import _elementary as el
-from rfkernels import _elementary_numba as eln
+from rfkernels.numerics import elementary as el
+from rfkernels.numerics import elementary_numba as eln
 from rfkernels.backends import cupy_available
 
 

@@ -1,4 +1,4 @@
-"""The GPU Monte Carlo kernel (rfkernels._reduced_cuda) against the CPU kernel.
+"""The GPU Monte Carlo kernel (rfkernels.engine.cuda) against the CPU kernel.
 
 Without a device the kernels run in Numba's CUDA simulator. The simulator
 must be chosen before ``numba.cuda`` is first imported, so the simulator
@@ -52,10 +52,11 @@ needs_numba_cuda = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is 
 
 def _simulated():
     """Run in the subprocess: every comparison, as a JSON-able dict."""
-    from rfkernels import _reduced_cuda as _mc_cuda, _reduced_numba as _mc_numba, _scalar
+    from rfkernels.engine import cuda as _mc_cuda, cpu as _mc_numba
+    from rfkernels.numerics import scalar as _scalar
 
     assert _scalar.simulator_enabled()
-    found = {"cases": {}, "launch": {}, "moments": {}}
+    found = {"cases": {}, "launch": {}}
     for orth, chi, kind in CASES:
         for m, d in SHAPES:
             args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, orth, chi, kind, LENGTH)
@@ -68,7 +69,7 @@ def _simulated():
                 "equal": bool(np.array_equal(cpu, gpu)),
                 "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
             }
-    from rfkernels.reduced import oprf_constants
+    from rfkernels.engine import oprf_constants
 
     found["beyond"] = {}
     for ens, chi, kind in BEYOND_CASES:
@@ -85,7 +86,7 @@ def _simulated():
                 "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
             }
     # the tilted proposal: estimates and weights of the GPU kernel, the CPU kernel and NumPy
-    from rfkernels.reduced import estimate_chunks
+    from rfkernels.engine import estimate_chunks
 
     found["tilted"] = {}
     for ens, chi, kind in TILT_CASES:
@@ -107,7 +108,7 @@ def _simulated():
                 "max_abs_diff": float(max(np.nanmax(np.abs(cpu - gpu)), np.nanmax(np.abs(cpu_w - gpu_w)))),
                 "weights_moved": bool(np.ptp(gpu_w) > 0) or tilt.shift == 0.0,
             }
-    # launch shapes: estimates and moments of one case under several shapes
+    # launch shapes: the estimates of one case under several shapes
     args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 5, 3, True, True, 0, LENGTH)
     outs = []
     for threads, blocks in LAUNCHES:
@@ -115,12 +116,6 @@ def _simulated():
         _mc_cuda.gpu_reduced_estimates(*args, out, threads=threads, blocks=blocks)
         outs.append(out)
     found["launch"]["estimates_equal"] = all(np.array_equal(outs[0], o) for o in outs[1:])
-    moments = []
-    for blocks in (1, 2):
-        out = np.empty(TRIALS)
-        moments.append(list(_mc_cuda.gpu_reduced_moments(*args, 1.0, out, blocks=blocks)))
-        found["launch"]["moments_estimates_equal"] = bool(np.array_equal(out, outs[0]))
-    found["moments"] = {"by_blocks": moments, "estimates": outs[0].tolist()}
     # the twins run as Python: no CPU-compiled function among their callees
     twin = _scalar.cuda_twin(_mc_numba.trial_estimate)
     seen, stack, cpu_callees = set(), [twin], []
@@ -138,10 +133,10 @@ def _simulated():
     found["cpu_callees"] = cpu_callees
     found["twins_seen"] = len(seen)
     # the public API: monte_carlo_mse(backend="cupy") runs the GPU kernel, NumPy arrays standing in
-    from rfkernels import reduced, theory
+    from rfkernels import engine, theory
     from rfkernels.analysis import monte_carlo_mse, trial_estimates
 
-    found["api_kernel"] = reduced.gpu_kernel_available()
+    found["api_kernel"] = engine.gpu_kernel_available()
     x, y = theory.pair(3, 0.4, 0.3, 1.0)
     api = {}
     for orth, chi, kind in CASES:
@@ -223,16 +218,6 @@ def test_simulated_monte_carlo_mse_tilted_on_cupy_equals_numba(simulated):
 @needs_numba_cuda
 def test_simulated_gpu_results_do_not_depend_on_launch_shape(simulated):
     assert simulated["launch"]["estimates_equal"]
-    assert simulated["launch"]["moments_estimates_equal"]
-    by_blocks = simulated["moments"]["by_blocks"]
-    assert by_blocks[0] == by_blocks[1]
-    err = np.asarray(simulated["moments"]["estimates"]) - 1.0
-    n, err_mean, err_m2, sq_mean, sq_m2, sq_max = by_blocks[0]
-    assert n == TRIALS
-    np.testing.assert_allclose([err_mean, err_m2], [err.mean(), ((err - err.mean()) ** 2).sum()], rtol=1e-12)
-    sq = err * err
-    np.testing.assert_allclose([sq_mean, sq_m2], [sq.mean(), ((sq - sq.mean()) ** 2).sum()], rtol=1e-12)
-    assert sq_max == sq.max()
 
 
 @needs_numba_cuda
@@ -251,27 +236,6 @@ def test_simulated_monte_carlo_mse_on_cupy_equals_numba(simulated):
         assert found["result_equal"], case
 
 
-@needs_numba_cuda
-def test_merge_tiles_fixed_order_equals_two_pass_moments():
-    from rfkernels._reduced_cuda import merge_tiles
-
-    rng = np.random.default_rng(0)
-    e = rng.standard_normal(1000)
-    rows = []
-    for start in range(0, e.size, 128):
-        v = e[start:start + 128]
-        s = v * v
-        rows.append([v.size, v.mean(), ((v - v.mean()) ** 2).sum(), s.mean(), ((s - s.mean()) ** 2).sum(), s.max()])
-    got = merge_tiles(rows)
-    s = e * e
-    np.testing.assert_allclose(got[1:5], [e.mean(), ((e - e.mean()) ** 2).sum(), s.mean(),
-                                          ((s - s.mean()) ** 2).sum()], rtol=1e-12)
-    assert got.n == 1000 and got.sq_max == s.max()
-    assert merge_tiles(rows) == got  # deterministic
-    with pytest.raises(ValueError, match="partials must have shape"):
-        merge_tiles(np.empty((0, 6)))
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
 @needs_numba_cuda
@@ -280,7 +244,7 @@ def test_device_estimates_match_cpu(orth, chi, kind):
     """On a device FMA contraction may change last bits: equal to rounding, and stable across shapes."""
     import cupy
 
-    from rfkernels import _reduced_cuda as _mc_cuda, _reduced_numba as _mc_numba
+    from rfkernels.engine import cuda as _mc_cuda, cpu as _mc_numba
 
     n = 4096
     args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 64, 16, orth, chi, kind, LENGTH)
@@ -300,8 +264,8 @@ def test_device_estimates_match_cpu(orth, chi, kind):
 
 def _tilted_cpu(ens, chi, kind, m, d, n):
     """(A, tilt, oprf, kernel args, estimates, weights) of the CPU kernel for one tilted case."""
-    from rfkernels import _reduced_numba as _mc_numba
-    from rfkernels.reduced import oprf_constants, tilt_for
+    from rfkernels.engine import cpu as _mc_numba
+    from rfkernels.engine import oprf_constants, tilt_for
 
     A = TILT_OPRF_A if kind == 3 else None
     tilt = tilt_for(KINDS[kind], ENSEMBLE_NAMES[ens], "chi" if chi else "fixed", TILT_LENGTH, d, A=A)
@@ -319,7 +283,7 @@ def test_device_tilted_estimates_and_weights_match_cpu(ens, chi, kind):
     """The tilted proposal on a device: the same components, estimates and weights to rounding."""
     import cupy
 
-    from rfkernels import _reduced_cuda as _mc_cuda
+    from rfkernels.engine import cuda as _mc_cuda
 
     n, m, d = 4096, 64, 16
     _, tilt, oprf, args, cpu, cpu_w = _tilted_cpu(ens, chi, kind, m, d, n)

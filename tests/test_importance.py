@@ -31,7 +31,7 @@ from rfkernels.analysis import (
 from rfkernels.analysis.moments import MOMENT_BLOCK, Accumulator
 from scipy import special, stats
 
-from rfkernels import reduced, rng, theory
+from rfkernels import engine, rng, theory
 
 KEY = rng.key_from_seed(2026)
 FIRST, PAIR = 2**33, 3  # high counter words in use
@@ -60,9 +60,9 @@ def _tilted_chunks(ensemble, norms, kind, m, d, *, backend, chunk=None, trials=6
                    key=KEY, first=FIRST, pair=PAIR, tilt=None):
     """Concatenated (estimates, weights) of the tilted proposal."""
     if tilt is None:
-        tilt = reduced.tilt_for(kind, ensemble, norms, length, d, A=_a(kind))
+        tilt = engine.tilt_for(kind, ensemble, norms, length, d, A=_a(kind))
     es, ws = [], []
-    for n, e, w in reduced.estimate_chunks(key, length, m, d, kind, ensemble=ensemble, norms=norms,
+    for n, e, w in engine.estimate_chunks(key, length, m, d, kind, ensemble=ensemble, norms=norms,
                                                trials=trials, first=first, pair=pair, chunk=chunk,
                                                backend=backend, A=_a(kind), tilt=tilt):
         assert isinstance(e, np.ndarray) and e.shape == w.shape == (n,)
@@ -91,7 +91,7 @@ def test_tilted_estimates_and_weights_same_bits_everywhere(ensemble, norms, kind
     for m, d in BIT_SHAPES:
         if ensemble == "simplex" and d < 2:
             continue
-        tilt = reduced.tilt_for(kind, ensemble, norms, BIT_LENGTH, d, A=_a(kind))
+        tilt = engine.tilt_for(kind, ensemble, norms, BIT_LENGTH, d, A=_a(kind))
         ref_e, ref_w = _tilted_chunks(ensemble, norms, kind, m, d, backend="numpy")
         runs = {"numpy chunk 97": _tilted_chunks(ensemble, norms, kind, m, d, backend="numpy", chunk=97)}
         for t in threads:
@@ -111,7 +111,7 @@ def test_tilted_estimates_and_weights_same_bits_everywhere(ensemble, norms, kind
         assert np.ptp(ref_w) > 0.1, (m, d)
         # a fraction alpha0 of the trials come from the plain law: those are the plain
         # sampler's estimates at the same counters, bit for bit (the moves use other variates)
-        plain = np.concatenate([np.array(c[1]) for c in reduced.estimate_chunks(
+        plain = np.concatenate([np.array(c[1]) for c in engine.estimate_chunks(
             KEY, BIT_LENGTH, m, d, kind, ensemble=ensemble, norms=norms, trials=600, first=FIRST,
             pair=PAIR, backend="numpy", A=_a(kind))])
         same = np.mean(ref_e == plain)
@@ -163,7 +163,7 @@ PLAIN_MC_PINNED = {
 def test_plain_numbers_are_those_of_before_the_tilt(backend):
     for case, pinned in PLAIN_PINNED.items():
         ensemble, norms, kind = case.split("-")
-        e = np.concatenate([np.array(c[1]) for c in reduced.estimate_chunks(
+        e = np.concatenate([np.array(c[1]) for c in engine.estimate_chunks(
             KEY, 1.1, 7, 3, kind, ensemble=ensemble, norms=norms, trials=64, first=FIRST, pair=PAIR,
             backend=backend, A=_a(kind), chunk=40)])
         total = math.fsum(e.tolist())
@@ -216,15 +216,15 @@ def test_weights_follow_their_formula_for_one_projection():
     """m = 1: the moved variate can be read back from the estimate; the weight is its ratio."""
     a, n = 1.3, 4_000
     # chi norms, iid: p ~ N(0, 1) under the plain law, e = exp(a p - a^2/2), w = 1/(alpha0 + (1 - alpha0) r)
-    tilt = reduced.tilt_for("positive", "iid", "chi", a, 5)
-    assert tilt.shift == pytest.approx(2 * a, rel=1e-15) and tilt.alpha0 == reduced.DEFENSIVE_WEIGHT
+    tilt = engine.tilt_for("positive", "iid", "chi", a, 5)
+    assert tilt.shift == pytest.approx(2 * a, rel=1e-15) and tilt.alpha0 == engine.DEFENSIVE_WEIGHT
     e, w = _tilted_chunks("iid", "chi", "positive", 1, 5, backend="numpy", trials=n, length=a)
     p = np.log(e) / a + a / 2.0
     r = np.exp(tilt.shift * p - tilt.shift**2 / 2.0)
     np.testing.assert_allclose(w, 1.0 / (tilt.alpha0 + (1.0 - tilt.alpha0) * r), rtol=1e-9)
     # fixed norms, iid: p = sqrt(d) c; the ratio of c's law moved by delta in atanh space
     d = 6
-    tilt = reduced.tilt_for("positive", "iid", "fixed", a, d)
+    tilt = engine.tilt_for("positive", "iid", "fixed", a, d)
     e, w = _tilted_chunks("iid", "fixed", "positive", 1, d, backend="numpy", trials=n, length=a)
     c = (np.log(e) / a + a / 2.0) / math.sqrt(d)
     delta = tilt.shift
@@ -268,7 +268,7 @@ WEIGHT_CASES = [("positive", "iid", "chi", 9), ("hyperbolic", "orthogonal", "chi
                          ids=["-".join(map(str, c)) for c in WEIGHT_CASES])
 def test_weights_average_one_and_are_bounded(kind, ensemble, norms, m):
     d, a, n = 8, 2.0, 100_000
-    tilt = reduced.tilt_for(kind, ensemble, norms, a, d, A=_a(kind))
+    tilt = engine.tilt_for(kind, ensemble, norms, a, d, A=_a(kind))
     e, w = _tilted_chunks(ensemble, norms, kind, m, d, backend="numba", trials=n, length=a, first=0,
                           pair=1, tilt=tilt)
     assert np.all(w > 0.0) and np.all(w <= 1.0 / tilt.alpha0)
@@ -475,22 +475,22 @@ def test_bad_proposal(kwargs, match):
 
 def test_tilt_for_and_the_engine_refuse_bad_input():
     with pytest.raises(ValueError, match="trig estimates are bounded"):
-        reduced.tilt_for("trig", "iid", "chi", 1.0, 4)
+        engine.tilt_for("trig", "iid", "chi", 1.0, 4)
     for bad in (0.0, 1.0, -0.1, 1.5, float("nan"), [0.2, 0.3]):
         with pytest.raises(ValueError, match="alpha0 must be"):
-            reduced.tilt_for("positive", "iid", "chi", 1.0, 4, alpha0=bad)
+            engine.tilt_for("positive", "iid", "chi", 1.0, 4, alpha0=bad)
     with pytest.raises(ValueError, match="kind='oprf' needs its parameter A"):
-        reduced.tilt_for("oprf", "iid", "chi", 1.0, 4)
+        engine.tilt_for("oprf", "iid", "chi", 1.0, 4)
     with pytest.raises(ValueError, match="ensemble"):
-        reduced.tilt_for("positive", "sorf", "chi", 1.0, 4)
-    tilt = reduced.tilt_for("positive", "iid", "chi", 1.0, 4, alpha0=0.5)
+        engine.tilt_for("positive", "sorf", "chi", 1.0, 4)
+    tilt = engine.tilt_for("positive", "iid", "chi", 1.0, 4, alpha0=0.5)
     assert tilt.alpha0 == 0.5
     with pytest.raises(ValueError, match="trig estimates are bounded and are not tilted"):
-        next(reduced.estimate_chunks(KEY, 1.0, 4, 4, "trig", trials=10, tilt=tilt))
-    with pytest.raises(TypeError, match="tilt must be a rfkernels.reduced.Tilt"):
-        next(reduced.estimate_chunks(KEY, 1.0, 4, 4, "positive", trials=10, tilt=(0.2, 2.0)))
-    with pytest.raises(TypeError, match="tilt must be a rfkernels.reduced.Tilt"):
-        reduced.normalised_estimates(KEY, reduced.trial_counters(0, 4), 4, 4, "positive", 1.0,
+        next(engine.estimate_chunks(KEY, 1.0, 4, 4, "trig", trials=10, tilt=tilt))
+    with pytest.raises(TypeError, match="tilt must be a rfkernels.engine.Tilt"):
+        next(engine.estimate_chunks(KEY, 1.0, 4, 4, "positive", trials=10, tilt=(0.2, 2.0)))
+    with pytest.raises(TypeError, match="tilt must be a rfkernels.engine.Tilt"):
+        engine.normalised_estimates(KEY, engine.trial_counters(0, 4), 4, 4, "positive", 1.0,
                                      tilt={"shift": 2.0})
 
 
@@ -514,10 +514,10 @@ def test_result_records_the_proposal_in_strict_json():
     plain, tilted = runs["plain"], runs["tilted"]
     assert plain.ess == plain.trials == 20_000 and plain.weight_mean == 1.0
     assert (plain.proposal_shift, plain.proposal_alpha0, plain.proposal_wscale) == (None, None, None)
-    tilt = reduced.tilt_for("oprf", "iid", "chi", math.sqrt(6.0), 8, A=theory.oprf_optimal_a(x, y))
+    tilt = engine.tilt_for("oprf", "iid", "chi", math.sqrt(6.0), 8, A=theory.oprf_optimal_a(x, y))
     assert tilted.proposal_shift == pytest.approx(tilt.shift, rel=1e-12)
     assert tilted.proposal_wscale == pytest.approx(tilt.wscale, rel=1e-12) and tilted.proposal_wscale < 1.0
-    assert tilted.proposal_alpha0 == reduced.DEFENSIVE_WEIGHT
+    assert tilted.proposal_alpha0 == engine.DEFENSIVE_WEIGHT
     assert 0.0 < tilted.ess < tilted.trials and tilted.weight_mean != 1.0
     assert runs["auto"].proposal == "tilted" and runs["auto"].proposal_note.startswith("tilted: ")
     # a run with no tail fit stays strict JSON (NaN k_hat -> null)

@@ -23,7 +23,7 @@ from rfkernels.analysis import (
 )
 from scipy import stats
 
-from rfkernels import reduced, rng, theory
+from rfkernels import engine, rng, theory
 from rfkernels.backends import cupy_available
 from rfkernels.commands.cli import main
 
@@ -98,15 +98,15 @@ def test_unbiased_reduced_estimates():
 
 def test_scalar_projection_laws():
     key = rng.key_from_seed(17)
-    t = reduced.trial_counters(0, 20_000)
+    t = engine.trial_counters(0, 20_000)
     d = 6
     # a full block of fixed-norm orthogonal rows: the p_i are sqrt(d) times all d
     # coordinates of one unit vector, so sum p_i^2 = d exactly
-    p = reduced.scalar_projections(key, t, d, d, ensemble="orthogonal", norms="fixed")
+    p = engine.scalar_projections(key, t, d, d, ensemble="orthogonal", norms="fixed")
     np.testing.assert_allclose(np.sum(p * p, axis=0), d, rtol=1e-13)
     # chi norms: every p_i is N(0, 1); within a block uncorrelated, across trials independent
     for ensemble in ("iid", "orthogonal"):
-        p = reduced.scalar_projections(key, t, 9, d, ensemble=ensemble, norms="chi")
+        p = engine.scalar_projections(key, t, 9, d, ensemble=ensemble, norms="chi")
         assert p.shape == (9, t.size)
         for row in (0, 5, 6, 8):  # first block, its last row, the partial block
             assert stats.kstest(p[row], "norm").pvalue > 1e-4
@@ -114,12 +114,12 @@ def test_scalar_projection_laws():
         if ensemble == "iid":  # independent, not merely uncorrelated
             assert abs(np.corrcoef(p[0] ** 2, p[1] ** 2)[0, 1]) * np.sqrt(t.size) < 4
     # orthogonal rows compete for the unit vector: their squares are negatively correlated
-    p = reduced.scalar_projections(key, t, d, d, ensemble="orthogonal", norms="fixed")
+    p = engine.scalar_projections(key, t, d, d, ensemble="orthogonal", norms="fixed")
     assert np.corrcoef(p[0] ** 2, p[1] ** 2)[0, 1] < -0.1
     with pytest.raises(ValueError, match="ensemble must be one of 'iid', 'orthogonal'"):
-        reduced.scalar_projections(key, t, 4, 4, ensemble="orthogonal-unfixed-qr")
+        engine.scalar_projections(key, t, 4, 4, ensemble="orthogonal-unfixed-qr")
     with pytest.raises(ValueError, match=r"trial indices must be below 2\*\*40"):
-        reduced.trial_counters(2**40 - 1, 2)
+        engine.trial_counters(2**40 - 1, 2)
 
 
 # ---------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_numba_one_and_two_threads_identical():
 
 def test_stale_kernel_cache_is_flushed(tmp_path):
     # Numba only watches the kernel's own file; edits to the inlined generator must flush it
-    from rfkernels import _reduced_numba as _mc_numba
+    from rfkernels.engine import cpu as _mc_numba
 
     class FakeCache:
         _cache_path = str(tmp_path)
@@ -181,7 +181,7 @@ def test_stale_kernel_cache_is_flushed(tmp_path):
     _mc_numba._flush_if_dependencies_changed(fake)  # no stamp yet: flush, record
     _mc_numba._flush_if_dependencies_changed(fake)  # same sources: keep
     assert fake._cache.flushed == 1
-    (tmp_path / "_reduced_numba.dependencies.sha256").write_text("stale\n")
+    (tmp_path / "cpu.dependencies.sha256").write_text("stale\n")
     _mc_numba._flush_if_dependencies_changed(fake)
     assert fake._cache.flushed == 2
 

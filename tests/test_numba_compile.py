@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rfkernels import _reduced_numba as _mc_numba
+from rfkernels.engine import cpu as _mc_numba
 
 
 def _args(out):

@@ -1,4 +1,4 @@
-"""The reduced Monte Carlo samplers of kind 'oprf' and ensemble 'simplex' (rfkernels.reduced).
+"""The reduced Monte Carlo samplers of kind 'oprf' and ensemble 'simplex' (rfkernels.engine).
 
 Exactness: NumPy == Numba bit for bit (trig to rounding), oprf with A = 0 ==
 positive bit for bit. Laws: the simplex directions' and the squared norms'
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from rfkernels.analysis import monte_carlo_mse
 
-from rfkernels import reduced, rng, theory
+from rfkernels import engine, rng, theory
 
 KEY = rng.key_from_seed(3)
 # d = 8, |x| = |y| = 0.5 at a right angle: |x + y|^2 = |x - y|^2 = 0.5 (tame tails);
@@ -24,7 +24,7 @@ X, Y = theory.pair(D, 0.5, 0.5, np.pi / 2)
 
 
 def _estimates(backend, kind, ensemble, norms, m, d, A=None, trials=700, length=0.8):
-    (_n, e, _), = reduced.estimate_chunks(KEY, length, m, d, kind, ensemble=ensemble, norms=norms,
+    (_n, e, _), = engine.estimate_chunks(KEY, length, m, d, kind, ensemble=ensemble, norms=norms,
                                          trials=trials, pair=2, first=5, backend=backend, A=A)
     return np.array(e)
 
@@ -65,19 +65,19 @@ def test_oprf_with_a_zero_is_positive_bit_for_bit(ensemble, norms):
 
 
 def test_oprf_constants():
-    slope, curvature, offset = reduced.oprf_constants(-0.25, 2.0, 6)
+    slope, curvature, offset = engine.oprf_constants(-0.25, 2.0, 6)
     assert slope == pytest.approx(np.sqrt(2.0) * 2.0, rel=1e-15)
     assert curvature == -0.5 and offset == pytest.approx(3.0 * np.log(2.0), rel=1e-15)
-    assert reduced.oprf_constants(0.0, 0.7, 5) == (0.7, 0.0, 0.0)
+    assert engine.oprf_constants(0.0, 0.7, 5) == (0.7, 0.0, 0.0)
     for bad in (0.125, 0.2, float("nan")):
         with pytest.raises(ValueError, match="A must be"):
-            reduced.oprf_constants(bad, 1.0, 4)
+            engine.oprf_constants(bad, 1.0, 4)
 
 
 def test_simplex_scalar_projection_laws():
     d, n = 5, 40_000
-    t = reduced.trial_counters(0, n)
-    p = reduced.scalar_projections(KEY, t, d, d, ensemble="simplex", norms="fixed")
+    t = engine.trial_counters(0, n)
+    p = engine.scalar_projections(KEY, t, d, d, ensemble="simplex", norms="fixed")
     # a full block of unit simplex directions sums to 0
     np.testing.assert_allclose(p.sum(axis=0), 0.0, atol=1e-12)
     assert np.abs(p).max() <= np.sqrt(d) * (1 + 1e-12)  # |w_i| = sqrt(d)
@@ -85,7 +85,7 @@ def test_simplex_scalar_projection_laws():
     for v, want in ((p[1] ** 2, 1.0), (p[0] * p[3], -1.0 / (d - 1))):
         z = (v.mean() - want) / (v.std() / np.sqrt(n))
         assert abs(z) < 4, (want, v.mean())
-    q = reduced.scalar_projections(KEY, t, 7, d, ensemble="simplex", norms="chi")
+    q = engine.scalar_projections(KEY, t, 7, d, ensemble="simplex", norms="chi")
     assert not np.array_equal(q[5], q[0])  # the second block is another rotation
     mean_r = np.sqrt(2.0) * np.exp(lgamma((d + 1) / 2) - lgamma(d / 2))  # E chi(d)
     for v, want in ((q[5] ** 2, 1.0), (q[5] * q[6], -mean_r**2 / (d * (d - 1))), (q[0] * q[5], 0.0)):
@@ -96,15 +96,15 @@ def test_simplex_scalar_projection_laws():
 @pytest.mark.parametrize("ensemble", ["iid", "orthogonal", "simplex"])
 def test_squared_norms_laws(ensemble):
     d, m, n = 6, 4, 40_000
-    t = reduced.trial_counters(0, n)
-    p = reduced.scalar_projections(KEY, t, m, d, ensemble=ensemble, norms="chi")
-    w2 = reduced.squared_norms(KEY, t, m, d, ensemble=ensemble, norms="chi")
+    t = engine.trial_counters(0, n)
+    p = engine.scalar_projections(KEY, t, m, d, ensemble=ensemble, norms="chi")
+    w2 = engine.squared_norms(KEY, t, m, d, ensemble=ensemble, norms="chi")
     assert np.all(w2 >= p * p * (1 - 1e-12))  # |w|^2 >= (w.e)^2
     # |w|^2 ~ chi2(d): mean d, variance 2d; and E[p^2 |w|^2] = E[R^4] E[c^2] = d (d + 2) / d
     for v, want in ((w2[1], d), ((w2[1] - d) ** 2, 2 * d), (p[2] ** 2 * w2[2], d + 2.0)):
         z = (v.mean() - want) / (v.std() / np.sqrt(n))
         assert abs(z) < 4, (want, v.mean())
-    fixed = reduced.squared_norms(KEY, t[:3], m, d, ensemble=ensemble, norms="fixed")
+    fixed = engine.squared_norms(KEY, t[:3], m, d, ensemble=ensemble, norms="fixed")
     np.testing.assert_array_equal(fixed, np.full((m, 3), float(d)))
 
 
@@ -149,14 +149,14 @@ def test_numpy_backend_simplex_beyond_one_block_matches_theory():
 
 def test_refusals():
     with pytest.raises(ValueError, match="no reduced sampler yet for ensemble='sorf'"):
-        reduced.check_reduced("positive", "sorf")
+        engine.check_reduced("positive", "sorf")
     with pytest.raises(ValueError, match="kind='oprf' needs its parameter A"):
-        next(reduced.estimate_chunks(KEY, 1.0, 4, 4, "oprf", trials=10))
+        next(engine.estimate_chunks(KEY, 1.0, 4, 4, "oprf", trials=10))
     with pytest.raises(ValueError, match="A is the parameter of kind='oprf' only"):
-        next(reduced.estimate_chunks(KEY, 1.0, 4, 4, "positive", trials=10, A=0.0))
+        next(engine.estimate_chunks(KEY, 1.0, 4, 4, "positive", trials=10, A=0.0))
     with pytest.raises(ValueError, match="A must be < 1/8"):  # refused as everywhere (oprf.check_a)
-        next(reduced.estimate_chunks(KEY, 1.0, 4, 4, "oprf", trials=10, A=0.2))
+        next(engine.estimate_chunks(KEY, 1.0, 4, 4, "oprf", trials=10, A=0.2))
     with pytest.raises(ValueError, match="ensemble='simplex' needs d >= 2"):
-        next(reduced.estimate_chunks(KEY, 1.0, 4, 1, "positive", ensemble="simplex", trials=10))
+        next(engine.estimate_chunks(KEY, 1.0, 4, 1, "positive", ensemble="simplex", trials=10))
     with pytest.raises(ValueError, match="ensemble='simplex' needs d >= 2"):
-        reduced.scalar_projections(KEY, reduced.trial_counters(0, 3), 2, 1, ensemble="simplex")
+        engine.scalar_projections(KEY, engine.trial_counters(0, 3), 2, 1, ensemble="simplex")

@@ -68,7 +68,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import _toy_kind
-from rfkernels import _reduced_cuda, _reduced_numba
+from rfkernels.engine import cuda as _reduced_cuda, cpu as _reduced_numba
 out = {}
 for ens, chi in ((0, True), (1, True), (2, False)):
     args = (np.uint32(5), np.uint32(6), np.uint64(3 << 40), 5, 3, ens, chi, "toy", 0.4)

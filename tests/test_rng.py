@@ -1,7 +1,7 @@
 """Tests of the counter-based generator: Philox4x32-10, normal, chi-square, chi.
 
 The vectorised code (rfkernels.rng) and the scalar Numba code
-(rfkernels._rng_numba) must give the same numbers; both must match
+(rfkernels.engine.rng_numba) must give the same numbers; both must match
 Random123's known answers; the variates must have the right laws.
 """
 
@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from rfkernels import rng
-from rfkernels import _rng_numba as rn
+from rfkernels.engine import rng_numba as rn
 from rfkernels.backends import cupy_available
 
 # Random123, tests/kat_vectors, the three "philox4x32 10" lines:

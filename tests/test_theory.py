@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rfkernels import _hypergeometric as hg
+from rfkernels.numerics import hypergeometric as hg
 from rfkernels import draw_projections, estimate, theory
 from rfkernels.theory import (
     Geometry,

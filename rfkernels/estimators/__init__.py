@@ -19,7 +19,19 @@ from __future__ import annotations
 from . import registry
 from . import trig, positive, hyperbolic, oprf  # noqa: F401  (kinds, in the order of KINDS)
 from . import ensembles, kernels, norms  # noqa: F401
-from .registry import Ensemble, Kind, NormLaw, TargetKernel, entry, names, register, unregister
+from .registry import (
+    Ensemble,
+    Kind,
+    NormLaw,
+    TargetKernel,
+    check_ensemble,
+    check_kind,
+    check_norms,
+    entry,
+    names,
+    register,
+    unregister,
+)
 from .spec import Capability, Estimator, estimator
 
 __all__ = [
@@ -29,6 +41,9 @@ __all__ = [
     "Kind",
     "NormLaw",
     "TargetKernel",
+    "check_ensemble",
+    "check_kind",
+    "check_norms",
     "entry",
     "estimator",
     "names",

@@ -1,7 +1,7 @@
 """The projection ensembles: how the rows of W are coupled (the pair law's first half).
 
 Drawing whole matrices is :func:`rfkernels.draw_projections`; the reduced
-engine's laws of the scalar projections are in :mod:`rfkernels.reduced`
+engine's laws of the scalar projections are in :mod:`rfkernels.engine`
 (its kernels use :attr:`Ensemble.code`).
 """
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _elementary as elem
-from .. import closed_form as cf
-from .._elementary_numba import exp
-from .._scalar import scalar
+from ..numerics import elementary as elem
+from ..numerics import closed_form as cf
+from ..numerics.elementary_numba import exp
+from ..numerics.scalar import scalar
 from . import pair_law, positive, registry
 
 

@@ -8,7 +8,7 @@ variance-minimising ``A*`` (:func:`rfkernels.theory.oprf_optimal_a`). The
 normalised term is
 :math:`\exp((B a p_i - a^2/2) + (2A|\omega_i|^2 + \tfrac d2 \log(1 - 4A)))`,
 :math:`B = \sqrt{1 - 4A}`, so it needs the rows' squared lengths too.
-Formulas: ``docs/beyond.rst`` and :mod:`rfkernels._beyond_theory`.
+Formulas: ``docs/beyond.rst`` and :mod:`rfkernels.numerics.beyond`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _beyond_theory as bt
-from .. import _elementary as elem
-from .._elementary_numba import exp
-from .._scalar import scalar
+from ..numerics import beyond as bt
+from ..numerics import elementary as elem
+from ..numerics.elementary_numba import exp
+from ..numerics.scalar import scalar
 from ..validation import check_finite
 from . import pair_law, registry
 

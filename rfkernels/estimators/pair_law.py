@@ -2,11 +2,11 @@
 
 ``MSE = bias^2 + (m V + P C) / m^2``: ``V`` the variance of one term, ``C``
 the covariance of two terms of one block, ``P`` the ordered pairs sharing a
-block (:func:`rfkernels.closed_form.pairs_in_blocks`). The pair law is the
+block (:func:`rfkernels.numerics.closed_form.pairs_in_blocks`). The pair law is the
 ensemble's coupling of two rows (independent, orthogonal, simplex) with the
 norm law's coupling of their lengths (chi or fixed). The numerics are in
-:mod:`rfkernels.closed_form` (iid and orthogonal, chi and fixed norms, the
-paper's kinds) and :mod:`rfkernels._beyond_theory` (OPRF, simplex); this
+:mod:`rfkernels.numerics.closed_form` (iid and orthogonal, chi and fixed norms, the
+paper's kinds) and :mod:`rfkernels.numerics.beyond` (OPRF, simplex); this
 module says which applies. Nothing here validates: the estimator is.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _beyond_theory as bt
-from .. import closed_form as cf
+from ..numerics import beyond as bt
+from ..numerics import closed_form as cf
 
 
 def chi_only_reason(ensemble, norms, what):

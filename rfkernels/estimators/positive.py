@@ -3,17 +3,17 @@
 One module, the kind's whole story: its terms on every backend, its exact
 theory (through :mod:`rfkernels.estimators.pair_law`), Lemma 2 and its
 tilt. The normalised term of projection i is :math:`e^{a p_i - a^2/2}`,
-:math:`a = |x + y|` (:mod:`rfkernels.reduced`).
+:math:`a = |x + y|` (:mod:`rfkernels.engine`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import _elementary as elem
-from .. import closed_form as cf
-from .._elementary_numba import exp
-from .._scalar import scalar
+from ..numerics import elementary as elem
+from ..numerics import closed_form as cf
+from ..numerics.elementary_numba import exp
+from ..numerics.scalar import scalar
 from . import pair_law, registry
 
 

@@ -58,6 +58,32 @@ def entry(axis, name):
     return table[name]
 
 
+def check_kind(kind):
+    """A registered kind's name, else ValueError listing them."""
+    return entry("kind", kind).name
+
+
+def check_ensemble(ensemble, choices=None):
+    """A registered ensemble's name (or one of ``choices``), else ValueError listing them."""
+    if choices is not None:
+        return _check_listed(ensemble, "ensemble", choices)
+    return entry("ensemble", ensemble).name
+
+
+def check_norms(norms, choices=None):
+    """A registered norm law's name (or one of ``choices``), else ValueError listing them."""
+    if choices is not None:
+        return _check_listed(norms, "norms", choices)
+    return entry("norms", norms).name
+
+
+def _check_listed(value, name, choices):
+    if not isinstance(value, str) or value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {valid}; got {value!r}")
+    return value
+
+
 def entries(axis):
     """The registered entries of ``axis``, in registration order."""
     return tuple(_ENTRIES[axis].values())
@@ -92,7 +118,7 @@ class Kind:
         trial, (m, n) from the scalar projections ``p`` (and the squared row
         lengths ``w2`` where ``needs_squared_norms``), vectorised.
     scalar_terms : callable
-        The same, in place, as a :func:`rfkernels._scalar.scalar` source:
+        The same, in place, as a :func:`rfkernels.numerics.scalar.scalar` source:
         ``scalar_terms(length, slope, curvature, offset, m, d, chi, p, q)``
         (the Numba and CUDA kernels inline it).
     fixed_params : callable

@@ -40,7 +40,7 @@ class Capability:
 
 AVAILABLE = Capability()
 
-#: Largest m the GPU kernel takes (its per-thread scratch; rfkernels._reduced_cuda.MAX_M).
+#: Largest m the GPU kernel takes (its per-thread scratch; rfkernels.engine.cuda.MAX_M).
 GPU_MAX_M = 1024
 
 

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .. import closed_form as cf
-from .._scalar import scalar
+from ..numerics import closed_form as cf
+from ..numerics.scalar import scalar
 from . import pair_law, registry
 
 

@@ -3,8 +3,8 @@
 The scalar code of the Monte Carlo engine (Philox, the uniforms, Box--Muller,
 the Marsaglia--Tsang stages, ``log``/``exp``/``sincos``, the projections of a
 trial, the three estimators and the fixed-order sums) is written once, as
-plain Python functions, in :mod:`rfkernels._elementary_numba`,
-:mod:`rfkernels._rng_numba` and :mod:`rfkernels._reduced_numba`.
+plain Python functions, in :mod:`rfkernels.numerics.elementary_numba`,
+:mod:`rfkernels.engine.rng_numba` and :mod:`rfkernels.engine.cpu`.
 Each is decorated with :func:`scalar`, which
 
 - returns its CPU build, a ``numba.njit`` dispatcher (these are what the CPU

@@ -118,9 +118,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg, special
 
-from . import _hypergeometric as hg
+from . import hypergeometric as hg
 from . import closed_form as cf
-from .validation import check_finite
+from ..validation import check_finite
 
 
 _LN2 = np.log(2.0)
@@ -229,7 +229,7 @@ def _jacobi_rule_01(n, dim):
     ``W = sqrt(B)``, ``B ~ Beta(dim/2, 1/2)``. Golub-Welsch on the Jacobi
     matrix of ``(1-x)^a (1+x)^b``, ``a = -1/2``, ``b = dim - 1`` (monic
     recurrence), ``x = 2W - 1``; accurate for the large ``b`` of high
-    dimensions. (:func:`rfkernels._hypergeometric._jacobi_rule` serves the
+    dimensions. (:func:`rfkernels.numerics.hypergeometric._jacobi_rule` serves the
     symmetric weight ``(1-u^2)^alpha`` only.)
     """
     key = (n, dim)
@@ -325,13 +325,13 @@ def _log_scaled_1f1(x, dim):
     scaled by ``sigma^k`` and by their largest value (``sigma`` the largest x
     of a bin of width 150, so nothing over- or underflows): one multiply-add
     per term and point, against a ``logaddexp`` per term in
-    :func:`rfkernels._hypergeometric._log_scaled_1f1_2b_b` (same series, same
+    :func:`rfkernels.numerics.hypergeometric._log_scaled_1f1_2b_b` (same series, same
     number of terms): 0.11 s against 5.1 s for 1e5 points uniform in
     [0, 1000] at d = 3 (``python benchmarks/bench_beyond_theory.py``), and
     closer to 50-digit mpmath (largest absolute log error 1.8e-12 against
     1.0e-10 at x in [1e-6, 4999], d in {2, 3, 65}: ``python3 -m pytest
     tests/test_beyond_theory.py -k log_scaled_1f1 -rP | grep "max abs"``). Beyond ``X_ASYMPTOTIC`` the leading
-    asymptotic term, as :func:`rfkernels._hypergeometric.log_neg_chi_diff` does.
+    asymptotic term, as :func:`rfkernels.numerics.hypergeometric.log_neg_chi_diff` does.
     """
     x = np.asarray(x, dtype=np.float64)
     flat = x.ravel()
@@ -347,7 +347,7 @@ def _log_scaled_1f1(x, dim):
         sigma = flat[todo[-1]]
         first = np.searchsorted(flat[todo], sigma - _BIN)
         idx, todo = todo[first:], todo[:first]
-        n = hg._n_terms(2.0 * sigma)
+        n = hg.n_terms(2.0 * sigma)
         log_c = _log_1f1_coefficients(dim, n) + np.arange(n) * np.log(sigma)
         top = log_c.max()
         with np.errstate(under="ignore"):
@@ -363,7 +363,7 @@ def _log_scaled_1f1(x, dim):
 def _log_neg_d(x, dim):
     """``log(-D(x))``, ``D(x) = 1F1(d; d/2; x) - e^{2x} <= 0``, for ``x >= 0``, any shape.
 
-    :func:`rfkernels._hypergeometric.log_neg_chi_diff` (its cancellation-free
+    :func:`rfkernels.numerics.hypergeometric.log_neg_chi_diff` (its cancellation-free
     series) for ``x <= 10``; beyond, ``-D = e^{2x} (1 - S)`` with
     ``S = e^{-2x} 1F1`` from :func:`_log_scaled_1f1` (the same formula as
     there, with the faster series).

@@ -6,7 +6,7 @@ other jitted code, including ``prange`` loops; a variate depends only on
 building blocks (Philox, uniforms, Box--Muller, one Marsaglia--Tsang attempt)
 are ``inline="always"``, so that loops built from them vectorise; callers
 should compile with ``error_model="numpy"`` (see
-:mod:`rfkernels._elementary_numba`). See
+:mod:`rfkernels.numerics.elementary_numba`). See
 :mod:`rfkernels.rng` for the counter layout and the mathematics; the
 expressions below are written in the same order as there, so that the
 vectorised and the scalar code round identically.
@@ -25,24 +25,24 @@ import math
 
 import numpy as np
 
-from ._elementary_numba import exp, log, sincos_2pi
-from ._scalar import scalar
+from ..numerics.elementary_numba import exp, log, sincos_2pi
+from ..numerics.scalar import scalar
 
 # Constants are imported from the vectorised twin, never retyped.
-from .rng import (
-    _M0,
-    _M1,
-    _MASK32,
-    _ONE_THIRD,
-    _SHIFT32,
-    _SQUEEZE,
-    _TWO_M32,
-    _TWO_M52,
-    _W0,
-    _W1,
+from ..rng import (
+    M0_U64 as _M0,
+    M1_U64 as _M1,
+    MASK32_U64 as _MASK32,
+    ONE_THIRD as _ONE_THIRD,
+    SHIFT32_U64 as _SHIFT32,
+    MT_SQUEEZE as _SQUEEZE,
+    TWO_M32 as _TWO_M32,
+    TWO_M52 as _TWO_M52,
+    W0_U64 as _W0,
+    W1_U64 as _W1,
 )
-from .rng import ATTEMPT_BOOST as _ATTEMPT_BOOST
-from .rng import MAX_ATTEMPTS as _MAX_ATTEMPTS
+from ..rng import ATTEMPT_BOOST as _ATTEMPT_BOOST
+from ..rng import MAX_ATTEMPTS as _MAX_ATTEMPTS
 
 _SHIFT16 = np.uint64(16)
 _SHIFT12 = np.uint64(12)

@@ -1,9 +1,9 @@
-"""Scalar Numba versions of :mod:`rfkernels._elementary`: the same bits, one number at a time.
+"""Scalar Numba versions of :mod:`rfkernels.numerics.elementary`: the same bits, one number at a time.
 
 Each function is ``@scalar(inline="always")``: Numba inlines it into the
 caller's IR, so a loop calling it has no function calls left and LLVM can
 vectorise it (SIMD), which a call into the C library's ``log``/``exp``/``cos``
-prevents. The expressions are those of :mod:`rfkernels._elementary`, in the
+prevents. The expressions are those of :mod:`rfkernels.numerics.elementary`, in the
 same order; Numba does not contract ``a * b + c`` into an FMA or reassociate
 without ``fastmath``, so the results are bit-identical to the vectorised ones.
 
@@ -21,7 +21,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ._elementary import (
+from .elementary import (
     BIT52,
     C1,
     C2,
@@ -63,7 +63,7 @@ from ._elementary import (
     S8,
     SQRT2_ADJ,
 )
-from ._scalar import intrinsic_twins, scalar
+from .scalar import intrinsic_twins, scalar
 
 _U_FRAC = np.uint64(FRAC_MASK)
 _U_ADJ = np.uint64(SQRT2_ADJ)
@@ -122,7 +122,7 @@ intrinsic_twins(bits_f64, _cuda_intrinsic(_bits_f64_typing), _bits_f64_simulated
 
 @scalar(inline="always")
 def log(x):
-    """Natural log of a positive, normal, finite float64; = :func:`rfkernels._elementary.log`."""
+    """Natural log of a positive, normal, finite float64; = :func:`rfkernels.numerics.elementary.log`."""
     b = f64_bits(x)
     k = np.int64(b >> _U_52) - EXP_BIAS
     hx = b & _U_FRAC
@@ -143,7 +143,7 @@ def log(x):
 
 @scalar(inline="always")
 def exp(x):
-    """``e**x`` for a finite float64; = :func:`rfkernels._elementary.exp`."""
+    """``e**x`` for a finite float64; = :func:`rfkernels.numerics.elementary.exp`."""
     x = min(max(x, EXP_LO), EXP_HI)
     kf = np.float64(math.floor(x * INV_LN2 + 0.5))
     hi = x - kf * LN2_HI
@@ -160,7 +160,7 @@ def exp(x):
 
 @scalar(inline="always")
 def sincos_2pi(u):
-    """``(sin(2 pi u), cos(2 pi u))`` for u in [0, 1]; = :func:`rfkernels._elementary.sincos_2pi`."""
+    """``(sin(2 pi u), cos(2 pi u))`` for u in [0, 1]; = :func:`rfkernels.numerics.elementary.sincos_2pi`."""
     qf = np.float64(math.floor(4.0 * u + 0.5))
     f = u - 0.25 * qf
     q = np.int64(qf)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _hypergeometric as hg
+from . import hypergeometric as hg
 
 _LN2 = np.log(2.0)
 

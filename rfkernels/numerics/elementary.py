@@ -3,7 +3,7 @@ r"""Elementary functions with a fixed sequence of IEEE operations.
 ``log``, ``exp`` and ``sincos_2pi`` written with ``+ - * /``, ``sqrt``,
 ``floor`` and bit casts only, so that the vectorised code here (NumPy or
 CuPy arrays) and the scalar Numba code of
-:mod:`rfkernels._elementary_numba` compute *bit-identical* results:
+:mod:`rfkernels.numerics.elementary_numba` compute *bit-identical* results:
 every one of those operations is correctly rounded in IEEE double precision,
 whereas the ``log``/``exp``/``cos`` of different math libraries may differ in
 the last bit. The Numba versions also vectorise (SIMD) inside loops, which

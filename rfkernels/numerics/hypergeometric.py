@@ -22,7 +22,7 @@ MAX_TERMS = 400_000
 X_ASYMPTOTIC = 5000.0
 
 
-def _n_terms(peak):
+def n_terms(peak):
     """Terms needed for a series whose terms behave like peak**k / k!."""
     peak = float(np.max(peak, initial=0.0))
     n = int(np.ceil(peak + 14.0 * np.sqrt(peak) + 40.0))
@@ -130,7 +130,7 @@ def log_neg_chi_diff(x, d):
     if np.any(small):
         for dv, sel in _by_dimension(d[small]):
             xs = x[small][sel]
-            log_c = _chi_diff_log_coefficients(dv, _n_terms(2.0 * xs))
+            log_c = _chi_diff_log_coefficients(dv, n_terms(2.0 * xs))
             idx = np.flatnonzero(small)[sel]
             out[idx] = np.log(_horner(log_c, np.ones_like(log_c), 2.0 * xs))
 
@@ -151,7 +151,7 @@ def log_neg_chi_diff(x, d):
 def _log_scaled_1f1_2b_b(x, d):
     """``log(e^{-2x} 1F1(d; d/2; x))`` for x > 0 from the positive Taylor series."""
     b = d / 2.0
-    n = _n_terms(2.0 * x)
+    n = n_terms(2.0 * x)
     logx = np.log(x)
     log_t = -2.0 * x  # k = 0 term, scaled by e^{-2x}
     acc = log_t.copy()
@@ -184,7 +184,7 @@ def chi_diff_neg(y, d):
     if np.any(small):  # D(x) = -sum_k c_k (2x)^k at x = -y: alternating, small terms
         for dv, sel in _by_dimension(d[small]):
             ys = y[small][sel]
-            log_c = _chi_diff_log_coefficients(dv, _n_terms(2.0 * ys))
+            log_c = _chi_diff_log_coefficients(dv, n_terms(2.0 * ys))
             idx = np.flatnonzero(small)[sel]
             out[idx] = -_horner(log_c, np.ones_like(log_c), -2.0 * ys)
 
@@ -193,7 +193,7 @@ def chi_diff_neg(y, d):
             ym = y[mid][sel]
             idx = np.flatnonzero(mid)[sel]
             if np.max(ym) <= 300.0:  # Horner; the sum of |terms| stays below e^300
-                log_c, sign_c = _kummer_log_coefficients(dv, _n_terms(ym))
+                log_c, sign_c = _kummer_log_coefficients(dv, n_terms(ym))
                 out[idx] = np.exp(-ym) * _horner(log_c, sign_c, ym) - np.exp(-2.0 * ym)
             else:
                 out[idx] = _kummer_scaled_terms(ym, dv)
@@ -222,7 +222,7 @@ def chi_diff_neg(y, d):
 def _kummer_scaled_terms(y, d):
     """``e^{-y} 1F1(-d/2; d/2; y) - e^{-2y}`` term by term, each scaled by e^{-y}."""
     b = d / 2.0
-    n = _n_terms(y)
+    n = n_terms(y)
     logy = np.log(y)
     log_mag = -y  # log |term_k|, scaled by e^{-y}
     sign = np.ones_like(y)
@@ -282,7 +282,7 @@ def fixed_pieces_series(y, d, ratio, gap, kind):
     neg = y < 0
     sgn_y = np.where(neg, -1.0, 1.0)
     # peak of |a_k| 4^k: where 4|y| ~ k (b + k)
-    n = _n_terms(np.minimum(4.0 * ay / b, 4.0 * np.sqrt(ay)) + ay / b)
+    n = n_terms(np.minimum(4.0 * ay / b, 4.0 * np.sqrt(ay)) + ay / b)
     log_b = np.full(shape, -np.inf)  # log |B| (B's terms have sign (-1) * sgn_y^k)
     lin_b = np.zeros(shape)
     w_acc = np.zeros(shape)  # W, accumulated in units of exp(w_shift)

@@ -1,8 +1,8 @@
-"""Numba kernels of the reduced Monte Carlo sampler: :mod:`rfkernels.reduced`, in parallel.
+"""Numba kernels of the reduced Monte Carlo sampler: :mod:`rfkernels.engine`, in parallel.
 
 :func:`reduced_estimates` fills ``out[k]`` with the normalised estimate of
 trial counter ``base + k`` exactly as
-:func:`rfkernels.reduced.normalised_estimates` does (same counters, same
+:func:`rfkernels.engine.normalised_estimates` does (same counters, same
 transforms, same operation order, same fixed-order sums), so the two agree
 to the bit for positive and hyperbolic features and to the math library's
 rounding of ``cos`` for trig features.
@@ -16,8 +16,8 @@ scheduled. The batch only amortises the allocation of the per-trial scratch
 arrays.
 
 Speed. The inner loops over projections are written branch-free from
-inlined building blocks (:mod:`rfkernels._rng_numba`,
-:mod:`rfkernels._elementary_numba`), so LLVM vectorises them
+inlined building blocks (:mod:`rfkernels.engine.rng_numba`,
+:mod:`rfkernels.numerics.elementary_numba`), so LLVM vectorises them
 (Philox, Box--Muller, the first Marsaglia--Tsang attempt, ``exp``); the
 rare rejected chi-square attempts are redone by a scalar loop afterwards.
 Kernels are compiled with ``error_model="numpy"`` (no division checks, which
@@ -26,8 +26,8 @@ numbers).
 
 Caching. ``cache=True`` stores the compiled kernel next to this file, but
 Numba only checks *this* file's timestamp, while the kernel inlines code
-from :mod:`rfkernels._rng_numba`,
-:mod:`rfkernels._elementary_numba` and :mod:`rfkernels._elementary`.
+from :mod:`rfkernels.engine.rng_numba`,
+:mod:`rfkernels.numerics.elementary_numba` and :mod:`rfkernels.numerics.elementary`.
 On import, :func:`_flush_if_dependencies_changed` compares a hash of those
 sources with the one recorded at the last compilation and empties the cache
 index when they differ, so an edited generator is never run from a stale
@@ -44,8 +44,8 @@ import sys
 import numba
 import numpy as np
 
-from ._elementary_numba import exp, log
-from ._rng_numba import (
+from ..numerics.elementary_numba import exp, log
+from .rng_numba import (
     chi_square_at,
     chi_square_normal_at,
     mt_first_stage,
@@ -54,8 +54,8 @@ from ._rng_numba import (
     normal_pair_inline,
     uniform_pair_inline,
 )
-from ._scalar import rebind, scalar, source, specialise
-from .estimators import Kind, positive, registry
+from ..numerics.scalar import rebind, scalar, source, specialise
+from ..estimators import Kind, positive, registry
 
 #: Consecutive trials per parallel work item.
 BATCH = 256
@@ -69,22 +69,22 @@ KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG, "opr
 IID, ORTHOGONAL, SIMPLEX = 0, 1, 2
 ENSEMBLE_CODES = {"iid": IID, "orthogonal": ORTHOGONAL, "simplex": SIMPLEX}
 #: Positions in ``tp``, the tilt's floats as the kernels take them (:func:`tilt_params`):
-#: the fields of :class:`rfkernels.reduced.Tilt`, in this order.
+#: the fields of :class:`rfkernels.engine.Tilt`, in this order.
 TP_ALPHA0, TP_SHIFT, TP_WSCALE, TP_C1, TP_C0, TP_E_PLUS, TP_E_MINUS, TP_C_MINUS, TP_N1 = range(9)
 
 # the counter layout of the vectorised twin, imported, never retyped
-from .reduced import STREAM_DIRECTION as _STREAM_DIRECTION
-from .reduced import STREAM_LENGTH as _STREAM_LENGTH
-from .reduced import STREAM_OPRF_TAIL as _STREAM_OPRF_TAIL
-from .reduced import STREAM_PROPOSAL as _STREAM_PROPOSAL
-from .reduced import STREAM_SIMPLEX as _STREAM_SIMPLEX
-from .reduced import STREAM_SIMPLEX_LENGTH as _STREAM_SIMPLEX_LENGTH
-from .reduced import STREAM_TAIL as _STREAM_TAIL
+from .streams import STREAM_DIRECTION as _STREAM_DIRECTION
+from .streams import STREAM_LENGTH as _STREAM_LENGTH
+from .streams import STREAM_OPRF_TAIL as _STREAM_OPRF_TAIL
+from .streams import STREAM_PROPOSAL as _STREAM_PROPOSAL
+from .streams import STREAM_SIMPLEX as _STREAM_SIMPLEX
+from .streams import STREAM_SIMPLEX_LENGTH as _STREAM_SIMPLEX_LENGTH
+from .streams import STREAM_TAIL as _STREAM_TAIL
 
 
 @scalar(inline="never")
 def _sum8(x, start, k):
-    """Fixed-order sum of ``x[start:start + k]``; = :func:`rfkernels.reduced.fixed_order_sum`."""
+    """Fixed-order sum of ``x[start:start + k]``; = :func:`rfkernels.engine.fixed_order_sum`."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
     full = k - k % 8
     for j in range(start, start + full, 8):
@@ -182,7 +182,7 @@ def _directions(k0, k1, trial, m, d, p, g):
 
 
 # The scalar projections of one trial, one function per (ensemble, norms), each
-# = rfkernels.reduced.scalar_projections: p[i], i < m. Scratch: g, q (float64),
+# = rfkernels.engine.scalar_projections: p[i], i < m. Scratch: g, q (float64),
 # ok (bool) of length >= m, work (float64, (3, >= m)).
 
 
@@ -220,11 +220,11 @@ def _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
 
 @scalar(inline="never")
 def _simplex_directions(k0, k1, trial, m, d, p, g):
-    """p[i] = c_d (h_i - mean h) / |h| per simplex block (= rfkernels.reduced._simplex_directions).
+    """p[i] = c_d (h_i - mean h) / |h| per simplex block (= rfkernels.engine._simplex_directions).
 
     The d normals of a block are summed on the fly into the eight lanes of
     :func:`_sum8` (coordinate k into lane k % 8), so the sums are
-    :func:`rfkernels.reduced.fixed_order_sum`'s bits; only the first b
+    :func:`rfkernels.engine.fixed_order_sum`'s bits; only the first b
     coordinates are kept (in ``g``).
     """
     half = (d + 1) // 2
@@ -314,14 +314,14 @@ def _add_squares(m, p, q):
         q[i] = p[i] * p[i] + q[i]
 
 
-# The tilted proposal (rfkernels.reduced.Tilt): the mixture component, the move, the weight.
-# ``tp`` is rfkernels.reduced.Tilt's floats: (alpha0, shift, wscale, c1, c0, e_plus, e_minus,
+# The tilted proposal (rfkernels.engine.Tilt): the mixture component, the move, the weight.
+# ``tp`` is rfkernels.engine.Tilt's floats: (alpha0, shift, wscale, c1, c0, e_plus, e_minus,
 # c_minus, n1) (tilt_params).
 
 
 @scalar(inline="always")
 def _choose(k0, k1, trial, m, alpha0, symmetric):
-    """(component, negative) of one trial (= rfkernels.reduced._proposal_draws); component -1: plain."""
+    """(component, negative) of one trial (= rfkernels.engine._proposal_draws); component -1: plain."""
     u, v, bit = uniform_pair_inline(k0, k1, trial, 0, _STREAM_PROPOSAL)
     comp = min(np.int64(v * m), m - 1)
     if u < alpha0:
@@ -331,7 +331,7 @@ def _choose(k0, k1, trial, m, alpha0, symmetric):
 
 @scalar(inline="never")
 def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
-    """Move row ``comp`` (= rfkernels.reduced._move_block, same operations).
+    """Move row ``comp`` (= rfkernels.engine._move_block, same operations).
 
     ``c``: direction coordinates; ``q``: squared lengths (chi norms);
     ``block``: the rows per block (d; 1 for iid rows).
@@ -358,7 +358,7 @@ def _move_row(c, q, comp, negative, m, block, gamma, chi, tp):
     c[comp] = cn
 
 
-# The trial's likelihood-ratio weight (= rfkernels.reduced.tilt_weights), one function per
+# The trial's likelihood-ratio weight (= rfkernels.engine.tilt_weights), one function per
 # case so that a kernel compiles (and LLVM vectorises) only its own loop: r[i] <- the ratio of
 # component i, then _mixture. ``v``: projections (chi norms) or direction coordinates (fixed).
 
@@ -436,18 +436,18 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, 
                    tilted, symmetric, tp, p, g, q, ok, work):
     """``(e, w)``: the normalised estimate of trial counter ``trial`` and its weight.
 
-    ``e`` is one entry of :func:`rfkernels.reduced.normalised_estimates`.
+    ``e`` is one entry of :func:`rfkernels.engine.normalised_estimates`.
     ``ensemble`` is :data:`IID`, :data:`ORTHOGONAL` or :data:`SIMPLEX`;
     ``slope, curvature, offset`` are the kind's constants
     (:attr:`rfkernels.estimators.Kind.constants`) and ``needs_w2`` its
     ``needs_squared_norms``; the terms are ``_terms``, the kind's
     ``scalar_terms`` in the specialisation :func:`trial_estimate_for`. With ``tilted`` the trial is drawn
-    from the proposal of :class:`rfkernels.reduced.Tilt` (``symmetric`` and
+    from the proposal of :class:`rfkernels.engine.Tilt` (``symmetric`` and
     the floats ``tp`` of :func:`tilt_params`) and ``w`` is its weight
-    (:func:`rfkernels.reduced.tilt_weights`); otherwise ``w`` is 1. ``p``,
+    (:func:`rfkernels.engine.tilt_weights`); otherwise ``w`` is 1. ``p``,
     ``g``, ``q`` (float64) and ``ok`` (bool) of length >= m and ``work``
     (float64, (3, >= m)) are scratch. The CUDA kernels
-    (:mod:`rfkernels._reduced_cuda`) call its CUDA twin; the CPU kernel below
+    (:mod:`rfkernels.engine.cuda`) call its CUDA twin; the CPU kernel below
     makes the same choices, but on literal arguments, so that Numba compiles
     only the branch a call takes.
     """
@@ -472,7 +472,7 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, 
     w = 1.0
     block = d if ensemble != IID else 1
     gamma = -1.0 / (d - 1.0) if ensemble == SIMPLEX else 0.0
-    use_w = needs_w2  # c1 = 0 (A = 0) gives 0 * W + c0 = c0: rfkernels.reduced's bits
+    use_w = needs_w2  # c1 = 0 (A = 0) gives 0 * W + c0 = c0: rfkernels.engine's bits
     if not chi:  # p holds the direction coordinates
         if comp >= 0:
             _move_row(p, q, comp, negative, m, block, gamma, False, tp)
@@ -660,7 +660,7 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
     k0, k1 : uint32
         Philox key words.
     base : uint64
-        Trial counter of ``out[0]`` (:func:`rfkernels.reduced.trial_counters`).
+        Trial counter of ``out[0]`` (:func:`rfkernels.engine.trial_counters`).
     m, d : int64
         Projections and dimension.
     ensemble : int
@@ -675,9 +675,9 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
         Filled in place.
     oprf : (float, float, float), optional
         The kind's constants ``(slope, curvature, offset)``
-        (:func:`rfkernels.reduced.oprf_constants` for oprf); required for kinds
+        (:func:`rfkernels.engine.oprf_constants` for oprf); required for kinds
         with parameters, ``(length, 0, 0)`` by default.
-    tilt : rfkernels.reduced.Tilt, optional
+    tilt : rfkernels.engine.Tilt, optional
         Draw from this proposal; ``weights`` (float64, like ``out``) receives
         the weights.
     """
@@ -688,7 +688,7 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
 
 
 def tilt_params(tilt, weights, out):
-    """``(symmetric, tp, weights)`` for the kernels: :class:`rfkernels.reduced.Tilt` as plain values.
+    """``(symmetric, tp, weights)`` for the kernels: :class:`rfkernels.engine.Tilt` as plain values.
 
     ``tp`` is ``(alpha0, shift, wscale, c1, c0, e_plus, e_minus, c_minus, n1)``;
     without a tilt, zeros and an empty ``weights`` of ``out``'s kind.
@@ -706,14 +706,14 @@ def constants_args(kind, length, oprf):
     """The kernels' ``(slope, curvature, offset)``: ``oprf`` (the kind's constants) where given.
 
     A kind with parameters needs them (:attr:`rfkernels.estimators.Kind.constants`,
-    e.g. :func:`rfkernels.reduced.oprf_constants`); the others default to ``(length, 0, 0)``.
+    e.g. :func:`rfkernels.engine.oprf_constants`); the others default to ``(length, 0, 0)``.
     """
     entry = kind_entry(kind)
     if oprf is not None:
         return tuple(float(v) for v in oprf)
     if entry.param_names:
         raise ValueError(f"kind {entry.name!r} needs oprf=(slope, curvature, offset), its constants "
-                         "(rfkernels.reduced.oprf_constants for oprf)")
+                         "(rfkernels.engine.oprf_constants for oprf)")
     return float(length), 0.0, 0.0
 
 
@@ -745,7 +745,7 @@ def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf
                       weights=None):
     """Fill ``out`` with the normalised estimates of trials ``base .. base + len(out) - 1``.
 
-    With ``tilt`` (a :class:`rfkernels.reduced.Tilt`) the trials come from
+    With ``tilt`` (a :class:`rfkernels.engine.Tilt`) the trials come from
     that proposal and ``weights`` receives their weights. Runs the parallel
     kernel; before its first compilation in a process with an empty cache,
     one line saying so goes to stderr, so a first run is not mistaken for a
@@ -763,18 +763,19 @@ def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf
 
 def _flush_if_dependencies_changed(dispatcher=None):
     """Empty ``dispatcher``'s on-disk cache if the sources it inlines changed since it was written."""
-    from . import _elementary, _elementary_numba, _rng_numba, _scalar
+    from ..numerics import elementary, elementary_numba, scalar
+    from . import rng_numba
 
     if dispatcher is None:  # the specialisations share one cache index (one closure)
         dispatcher = kernel_for(IID, True, "positive")
 
     try:
         digest = hashlib.sha256()
-        for module in (_elementary, _elementary_numba, _rng_numba, _scalar):
+        for module in (elementary, elementary_numba, rng_numba, scalar):
             with open(module.__file__, "rb") as f:
                 digest.update(f.read())
         stamp = digest.hexdigest()
-        path = os.path.join(dispatcher._cache._cache_path, "_reduced_numba.dependencies.sha256")
+        path = os.path.join(dispatcher._cache._cache_path, "cpu.dependencies.sha256")
         try:
             with open(path) as f:
                 if f.read().strip() == stamp:

@@ -1,0 +1,217 @@
+"""The engine: one estimator on one backend, chosen once per run.
+
+:class:`Engine` holds what a run needs from its backend (the array
+namespace, the chunk size, the memory estimate, the kernel) and
+:func:`estimate_chunks` is the engine's validated public entry. The
+targets: the vectorised NumPy/CuPy code of :mod:`rfkernels.engine.laws`,
+the Numba CPU kernels of :mod:`rfkernels.engine.cpu` and the numba-cuda
+kernels of :mod:`rfkernels.engine.cuda`, all from one scalar source.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..estimators import estimator
+from ..validation import check_choice, check_int, nonnegative_scalar
+from .laws import estimates_of
+from .proposal import Tilt
+from .streams import MAX_PAIRS, MAX_TRIALS, PAIR_SHIFT, trial_counters
+
+
+#: Default trials per chunk of :func:`estimate_chunks`; NumPy and the CuPy
+#: array path hold about 20 arrays of ``m × chunk`` doubles, so theirs is
+#: divided by m; the kernels hold one estimate per trial.
+DEFAULT_CHUNK = {"numpy": 1 << 17, "numba": 1 << 16, "cupy": 1 << 24}
+
+
+def gpu_kernel_available():
+    """True if ``backend='cupy'`` runs the numba-cuda kernel (a device, or the CUDA simulator)."""
+    from ..backends import cupy_available
+
+    try:
+        from ..numerics.scalar import simulator_enabled
+
+        if simulator_enabled():
+            return True
+        if not cupy_available():
+            return False
+        from .cuda import cuda_available
+    except ImportError:  # numba-cuda not installed: CuPy's array path
+        return False
+    return cuda_available()
+
+
+def engine_namespace(backend):
+    """The array module the estimates of ``backend`` come in.
+
+    NumPy for ``'numpy'`` and ``'numba'``; CuPy for ``'cupy'``, except under
+    Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), where the GPU kernel
+    runs on the CPU with NumPy arrays standing in for CuPy's.
+    """
+    from ..backends import BACKENDS, array_namespace
+
+    check_choice(backend, "backend", BACKENDS)
+    if backend == "cupy":
+        from ..numerics.scalar import simulator_enabled
+
+        return np if simulator_enabled() else array_namespace("cupy")
+    return np
+
+
+def default_chunk(backend, m):
+    """Trials per chunk for ``backend`` at ``m`` projections (about 1 MiB per array on NumPy)."""
+    chunk = DEFAULT_CHUNK[backend]
+    if backend == "numpy" or (backend == "cupy" and not gpu_kernel_available()):
+        chunk = max(1, chunk // m)
+    return chunk
+
+
+#: Arrays of ``m × chunk`` doubles the vectorised path holds at its peak (measured
+#: 17 with tracemalloc; tests/test_monte_carlo.py::test_peak_bytes_bounds_the_measured_peak).
+VECTORISED_ARRAYS = 20
+
+
+def engine_bytes(m, chunk, backend, ensemble="iid", d=1):
+    """Estimated peak bytes :func:`estimate_chunks` allocates on the host for ``chunk`` trials.
+
+    Vectorised path: :data:`VECTORISED_ARRAYS` arrays of ``w × chunk``
+    doubles, ``w = m`` (``max(m, d)`` for the simplex ensemble, which draws
+    all d coordinates of each block); Numba: per thread, seven length-m work
+    arrays, plus the chunk; the GPU kernel: device memory only (0 on the host).
+    """
+    if backend == "numba":
+        import numba
+
+        from .cpu import BATCH
+
+        threads = min(numba.get_num_threads(), -(-chunk // BATCH))
+        return threads * 7 * 8 * (m + 1) + 8 * chunk
+    if backend == "cupy":
+        return 0
+    width = max(m, d) if ensemble == "simplex" else m
+    return VECTORISED_ARRAYS * 8 * width * chunk
+
+
+def check_reduced(kind, ensemble):
+    """Refuse, naming the argument, a kind or ensemble the reduced engine cannot sample."""
+    estimator(kind, ensemble=ensemble).reduced.require()
+
+
+class Engine:
+    """The reduced Monte Carlo engine of one estimator on one backend, chosen once per run.
+
+    Holds what a run needs from its backend: the array namespace ``xp`` the
+    estimates come in, the chunk size, the memory estimate and the kernel
+    (the Numba CPU kernel, the numba-cuda kernel, or the vectorised NumPy or
+    CuPy code). :meth:`chunks` yields ``(n, e, w)`` for every proposal, ``w``
+    None for the plain law.
+
+    Parameters
+    ----------
+    est : rfkernels.estimators.Estimator
+        Validated, with m and d, and :attr:`~rfkernels.estimators.Estimator.reduced`.
+    backend : {'numpy', 'numba', 'cupy'}
+        Validated; ``'cupy'`` needs CuPy or the CUDA simulator (ImportError otherwise).
+    chunk : int, optional
+        Trials per chunk (default :func:`default_chunk`).
+    """
+
+    def __init__(self, est, backend, chunk=None):
+        self.est, self.backend = est, backend
+        self.xp = engine_namespace(backend)
+        self.uses_kernel = backend == "numba" or (backend == "cupy" and gpu_kernel_available())
+        # simplex draws d normals per block: the vectorised path holds d x chunk arrays too
+        self.width = max(est.m, est.d) if est.ensemble.name == "simplex" else est.m
+        self.chunk = default_chunk(backend, self.width) if chunk is None else chunk
+        self._kernel = None
+        if self.uses_kernel:
+            if backend == "numba":
+                from .cpu import reduced_estimates as kernel
+            else:
+                from .cuda import gpu_reduced_estimates as kernel
+            self._kernel = kernel
+
+    def bytes(self, n):
+        """Estimated peak host bytes for chunks of ``n`` trials (:func:`engine_bytes`)."""
+        return engine_bytes(self.est.m, n, self.backend, self.est.ensemble.name, self.est.d)
+
+    def constants(self, value, length):
+        """The kind's constants of a pair (``value``: :attr:`Kind.resolve`; ``length``: ``a``)."""
+        return self.est.kind.constants(value, length, self.est.d)
+
+    def chunks(self, key, length, consts, *, trials, first=0, pair=0, tilt=None):
+        """``(n, e, w)`` chunk by chunk: trials ``first .. first + trials - 1`` of ``pair``.
+
+        ``e`` (and the weights ``w`` of a :class:`Tilt`; None when plain)
+        are arrays of :attr:`xp`, reused by the next chunk: consume or copy
+        them first. Nothing is checked here (see :func:`estimate_chunks`).
+        """
+        est, xp, chunk = self.est, self.xp, self.chunk
+        stop = first + trials
+        if self.uses_kernel:
+            k = np.asarray(key)
+            k0, k1 = np.uint32(k[0]), np.uint32(k[1])
+            buf = xp.empty(min(chunk, trials))
+            wbuf = xp.empty(min(chunk, trials)) if tilt is not None else None
+            for start in range(first, stop, chunk):
+                n = min(chunk, stop - start)
+                out = buf[:n]
+                weights = wbuf[:n] if tilt is not None else None
+                self._kernel(k0, k1, np.uint64((pair << PAIR_SHIFT) | start), np.int64(est.m),
+                             np.int64(est.d), est.ensemble.code, est.norms.chi, est.kind, length,
+                             out, oprf=consts, tilt=tilt, weights=weights)
+                yield n, out, weights
+            return
+        key = xp.asarray(key)
+        for start in range(first, stop, chunk):
+            n = min(chunk, stop - start)
+            counters = trial_counters(start, n, pair, xp=xp)
+            with np.errstate(over="ignore", under="ignore"):
+                e = estimates_of(est, key, counters, length, consts, xp, tilt)
+            yield (n, e, None) if tilt is None else (n, *e)
+
+
+def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", trials, first=0,
+                    pair=0, chunk=None, backend="numpy", A=None, tilt=None):
+    """Normalised estimates of one pair, chunk by chunk: the Monte Carlo engine's public entry.
+
+    Validates its arguments once (into an :class:`rfkernels.estimators.Estimator`
+    and an :class:`Engine`) and yields :meth:`Engine.chunks`: ``(n, e, w)``,
+    ``e`` the normalised estimates of trials ``first .. first + n - 1`` of pair
+    ``pair`` (the counters of :func:`trial_counters`), ``w`` their
+    likelihood-ratio weights under ``tilt`` (a :class:`Tilt` from
+    :func:`tilt_for`), None without one; arrays of :func:`engine_namespace`,
+    which may be reused by the next chunk. ``A`` is the OPRF parameter,
+    required for ``kind='oprf'`` (refused otherwise); trig estimates are
+    bounded and are not tilted.
+
+    ``backend`` chooses where they are computed, with the same bits
+    (positive, hyperbolic and oprf; trig up to each target's ``cos``):
+
+    - ``'numpy'``: :func:`normalised_estimates`, vectorised;
+    - ``'numba'``: the parallel CPU kernels of :mod:`rfkernels.engine.cpu`;
+    - ``'cupy'``: the GPU kernel of :mod:`rfkernels.engine.cuda`, compiled by
+      numba-cuda from the same scalar source as the CPU kernels (without
+      numba-cuda: :func:`normalised_estimates` on CuPy arrays).
+    """
+    from ..backends import BACKENDS
+
+    est = estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d, A=A)
+    est.reduced.require()
+    trials, first = check_int(trials, "trials"), check_int(first, "first", minimum=0)
+    if first + trials > MAX_TRIALS:
+        raise ValueError(f"first + trials must be at most 2**{PAIR_SHIFT}; got {first + trials}")
+    pair = check_int(pair, "pair", minimum=0)
+    if pair >= MAX_PAIRS:
+        raise ValueError(f"pair must be below 2**{64 - PAIR_SHIFT}; got {pair}")
+    a = nonnegative_scalar(length, "length")
+    consts = est.kind.constants(est.kind.resolve(est.params, None), a, est.d)
+    if tilt is not None:
+        if not isinstance(tilt, Tilt):
+            raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
+        if not est.tilted:
+            raise ValueError("tilt: trig estimates are bounded and are not tilted; pass tilt=None")
+    check_choice(backend, "backend", BACKENDS)
+    engine = Engine(est, backend, None if chunk is None else check_int(chunk, "chunk"))
+    return engine.chunks(key, a, consts, trials=trials, first=first, pair=pair, tilt=tilt)

@@ -1,0 +1,331 @@
+"""The sampler laws: each trial's scalar projections, drawn exactly in distribution.
+
+The laws of :math:`(p_1..p_m)` per ensemble and norms are those of the
+table in :mod:`rfkernels.engine`'s notes (MATH.md, "Sampling only what the
+estimate depends on"); :func:`normalised_estimates` turns them into one
+estimate per trial counter, with the kind's terms
+(:attr:`rfkernels.estimators.Kind.terms`), for NumPy or CuPy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import rng
+from ..backends import get_array_module
+from ..estimators import estimator, oprf, registry
+from ..estimators.spec import check_sizes
+from ..validation import check_choice, check_int, complex_error, nonnegative_scalar
+from .proposal import Tilt, in_block, move_block, proposal_draws, tilt_weights
+from .streams import (
+    STREAM_DIRECTION,
+    STREAM_LENGTH,
+    STREAM_OPRF_TAIL,
+    STREAM_SIMPLEX,
+    STREAM_SIMPLEX_LENGTH,
+    STREAM_TAIL,
+    fixed_order_sum,
+)
+
+#: Kinds with a reduced sampler (every registered kind has one: its terms).
+REDUCED_KINDS = registry.names("kind")
+#: Ensembles with an exact reduced sampler (the unfixed QR's law is not rotation invariant;
+#: sorf: literal sampling only, for now): those whose entry has a kernel code.
+REDUCED_ENSEMBLES = tuple(e.name for e in registry.entries("ensemble") if e.reduced_reason is None)
+
+
+class Normalisation(NamedTuple):
+    """How a pair's estimates are scaled (see the module notes).
+
+    Attributes
+    ----------
+    length : float
+        ``a``: ``|x + y|`` (positive, hyperbolic) or ``|x - y|`` (trig).
+    log_scale : float
+        ``log C``: ``x·y`` (positive, hyperbolic) or ``(|x|² + |y|²)/2`` (trig).
+    target : float
+        ``SM / C``, the value an unbiased normalised estimate has on average:
+        1 (positive, hyperbolic) or ``exp(-|x - y|²/2)`` (trig).
+    """
+
+    length: float
+    log_scale: float
+    target: float
+
+
+def normalisation(kind, half_sq, s, t):
+    """The :class:`Normalisation` of a pair from its invariants.
+
+    Parameters
+    ----------
+    kind : str or rfkernels.estimators.Kind
+        A registered kind; its terms depend on ``x + y`` or (trig) ``x - y``.
+    half_sq, s, t : float
+        ``(|x|² + |y|²)/2``, ``|x + y|²`` and ``|x - y|²``
+        (:class:`rfkernels.theory.Geometry`).
+    """
+    kind = kind if isinstance(kind, registry.Kind) else registry.entry("kind", kind)
+    half_sq, s, t = (nonnegative_scalar(v, name) for v, name in ((half_sq, "half_sq"), (s, "s"), (t, "t")))
+    return normalisation_of(kind, half_sq, s, t)
+
+
+def normalisation_of(kind, half_sq, s, t):
+    """:func:`normalisation` for a registry :class:`rfkernels.estimators.Kind` and trusted floats."""
+    if not kind.on_sum:
+        return Normalisation(math.sqrt(t), half_sq, math.exp(-t / 2.0))
+    return Normalisation(math.sqrt(s), (s - t) / 4.0, 1.0)
+
+
+def _unsigned(value, name, dtype, xp):
+    """``value`` as an unsigned integer array; complex, float and negative entries refused."""
+    if xp is np or not type(value).__module__.startswith("cupy"):
+        arr = np.asarray(value)
+    else:
+        arr = value
+    if arr.dtype.kind == "c":
+        raise complex_error(name, f"of complex dtype {arr.dtype}")
+    if arr.dtype == bool or arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an array of non-negative integers; got dtype {arr.dtype}")
+    if arr.dtype.kind == "i" and arr.size and bool((arr < 0).any()):
+        raise ValueError(f"{name} must be >= 0")
+    return xp.asarray(arr, dtype=dtype)
+
+
+def _normals(key, counters, m, xp):
+    """g_i, i < m, from :data:`STREAM_DIRECTION`: shape (m, n)."""
+    pairs = xp.arange((m + 1) // 2, dtype=xp.uint64)[:, None]
+    z0, z1 = rng.normal_pair(key, counters[None, :], pairs, stream=STREAM_DIRECTION, xp=xp)
+    g = xp.empty((2 * z0.shape[0], counters.shape[0]), dtype=xp.float64)
+    g[0::2] = z0
+    g[1::2] = z1
+    return g[:m]
+
+
+def _simplex_directions(key, counters, m, d, xp):
+    """The simplex directions' coordinates along e, block by block: shape (m, n) (module notes)."""
+    half = (d + 1) // 2
+    scale = math.sqrt(d / (d - 1.0))
+    c = xp.empty((m, counters.shape[0]), dtype=xp.float64)
+    for j, i0 in enumerate(range(0, m, d)):
+        b = min(d, m - i0)
+        pairs = xp.arange(j * half, (j + 1) * half, dtype=xp.uint64)[:, None]
+        z0, z1 = rng.normal_pair(key, counters[None, :], pairs, stream=STREAM_SIMPLEX, xp=xp)
+        h = xp.empty((2 * half, counters.shape[0]), dtype=xp.float64)
+        h[0::2] = z0
+        h[1::2] = z1
+        h = h[:d]
+        mean = fixed_order_sum(h, xp) / d
+        root = xp.sqrt(fixed_order_sum(h * h, xp))
+        c[i0 : i0 + b] = scale * ((h[:b] - mean) / root)
+    return c
+
+
+def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=None, tilt=None):
+    r"""(p, |w|^2, moved, W): the scalar projections, the rows' squared lengths, the proposal's variates.
+
+    ``|w|^2`` is None unless ``squared_norms`` (or tilted with chi norms);
+    with fixed norms it is the float ``d``. ``draw`` is the proposal's
+    per-trial choice (:func:`proposal_draws`; None: the plain law), applied
+    as ``tilt`` (a :class:`Tilt`) says; then ``moved`` (m, n) is what
+    :func:`tilt_weights` takes (the projections for chi norms, the direction
+    coordinates for fixed norms) and ``W`` the rows' :math:`|\omega_i|^2 - p_i^2`
+    where the tilt needs them (else None); both None without ``draw``.
+    """
+    n = counters.shape[0]
+    slots = xp.arange(m, dtype=xp.uint64)[:, None]
+    t = counters[None, :]
+    sqrt_d = math.sqrt(d)
+    w2 = float(d) if norms == "fixed" else None
+    needs_w = draw is not None and tilt.c1 != 0.0
+
+    if ensemble == "iid":
+        g = _normals(key, counters, m, xp)
+        if norms == "chi":
+            W = None
+            if draw is not None:  # iid rows are their own blocks: p_i = g_i, W_i its tail
+                cols, rows = in_block(draw, 0, m, xp)
+                g[rows, cols] += xp.where(draw.negative[cols], -tilt.shift, tilt.shift)
+            if squared_norms or needs_w:
+                if d == 1:
+                    tail = xp.zeros((m, n))
+                else:
+                    tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_OPRF_TAIL, xp=xp)
+                if draw is not None:
+                    tail[rows, cols] *= tilt.wscale
+                w2 = g * g + tail
+                if needs_w:  # as the kernels compute it, from the squared lengths
+                    W = w2 - g * g
+            return g, w2, (g if draw is not None else None), W
+        if d == 1:
+            tail = xp.zeros((m, n))
+        else:
+            tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_TAIL, xp=xp)
+        c = g / xp.sqrt(g * g + tail)
+        if draw is not None:
+            for i in range(m):  # blocks of one row
+                move_block(c, None, draw, tilt, i, 1, 0.0, xp)
+        return sqrt_d * c, w2, (c if draw is not None else None), None
+
+    if ensemble == "simplex":
+        gamma = -1.0 / (d - 1.0)
+        if norms == "fixed":
+            c = _simplex_directions(key, counters, m, d, xp)
+            if draw is not None:
+                for i0 in range(0, m, d):
+                    move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
+            return sqrt_d * c, w2, (c if draw is not None else None), None
+        q = rng.chi_square(key, t, slots, float(d), stream=STREAM_SIMPLEX_LENGTH, xp=xp)
+        c = _simplex_directions(key, counters, m, d, xp)
+    else:
+        gamma = 0.0
+        if norms == "chi":
+            q, g = rng.chi_square_with_normal(key, t, slots, float(d), stream=STREAM_LENGTH, xp=xp)
+        else:
+            g = _normals(key, counters, m, xp)
+        c = xp.empty((m, n), dtype=xp.float64)
+        for j, i0 in enumerate(range(0, m, d)):
+            b = min(d, m - i0)
+            gb = g[i0 : i0 + b]
+            total = fixed_order_sum(gb * gb, xp)
+            if b < d:
+                total = total + rng.chi_square(key, counters, j, float(d - b), stream=STREAM_TAIL, xp=xp)
+            c[i0 : i0 + b] = gb / xp.sqrt(total)
+        if norms == "fixed":
+            if draw is not None:
+                for i0 in range(0, m, d):
+                    move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
+            return sqrt_d * c, w2, (c if draw is not None else None), None
+    if draw is not None:
+        for i0 in range(0, m, d):
+            move_block(c, q, draw, tilt, i0, min(d, m - i0), gamma, xp)
+    p = xp.sqrt(q) * c
+    if draw is None:
+        return p, q, None, None
+    return p, q, p, (q - p * p if needs_w else None)
+
+
+def _check_counters(key, counters, m, d, ensemble, norms, xp):
+    check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    registry.entry("norms", norms)
+    m, d = check_sizes(registry.entry("ensemble", ensemble), m, d)
+    if xp is None:
+        xp = get_array_module(counters)
+    key = _unsigned(key, "key", xp.uint32, xp)
+    counters = _unsigned(counters, "counters", xp.uint64, xp)
+    if counters.ndim != 1:
+        raise ValueError(f"counters must be a 1-D array of trial counters; got shape {counters.shape}")
+    return key, counters, m, d, xp
+
+
+def scalar_projections(key, counters, m, d, *, ensemble="iid", norms="chi", xp=None):
+    r"""The scalar projections :math:`p_i = \omega_i \cdot e` of m projections, per trial.
+
+    Parameters
+    ----------
+    key : array_like of uint32, shape (2,)
+        Philox key (:func:`rfkernels.rng.key_from_seed`).
+    counters : array_like of uint64, shape (n,)
+        Philox trial counters (:func:`trial_counters`).
+    m, d : int
+        Number of projections and dimension (d >= 2 for simplex).
+    ensemble : {'iid', 'orthogonal', 'simplex'}
+    norms : {'chi', 'fixed'}
+    xp : module, optional
+        ``numpy`` or ``cupy``; taken from ``counters`` when None.
+
+    Returns
+    -------
+    p : ndarray of shape (m, n)
+        ``p[i, k]`` is projection i of trial k, distributed as
+        :math:`\omega_i \cdot e` for any fixed unit vector e (see the module
+        notes for the laws and the counter layout).
+    """
+    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    return _projections(key, counters, m, d, ensemble, norms, xp, False)[0]
+
+
+def squared_norms(key, counters, m, d, *, ensemble="iid", norms="chi", xp=None):
+    r"""The rows' squared lengths :math:`|\omega_i|^2` that go with :func:`scalar_projections`.
+
+    Same arguments and shape (fixed norms: ``d`` everywhere); jointly with
+    :func:`scalar_projections` at the same counters they are distributed as
+    :math:`(\omega_i \cdot e, |\omega_i|^2)` (kind ``'oprf'`` needs both).
+    """
+    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    w2 = _projections(key, counters, m, d, ensemble, norms, xp, True)[1]
+    if norms == "fixed":
+        return xp.full((m, counters.shape[0]), w2)
+    return w2
+
+
+def oprf_constants(A, length, d):
+    r"""``(slope, curvature, offset)`` of the oprf terms: :math:`B a`, :math:`2A`, :math:`\tfrac d2 \log(1-4A)`.
+
+    The normalised term of projection i is
+    ``exp((slope * p_i - a**2/2) + (curvature * |w_i|**2 + offset))``, with
+    :math:`B = \sqrt{1 - 4A}` and ``a = length``; computed once, here, for
+    every backend (A = 0 gives ``(a, 0.0, -0.0)``: the positive terms' bits).
+    The kind's own :func:`rfkernels.estimators.oprf.constants`, validated.
+    """
+    A = oprf.check_a(A, required=True)
+    return oprf.constants(A, nonnegative_scalar(length, "length"), check_int(d, "d"))
+
+
+def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", norms="chi", xp=None,
+                         A=None, tilt=None):
+    r"""Normalised estimates ``estimate / C`` of a pair, one per trial counter.
+
+    Parameters
+    ----------
+    key, counters, m, d, ensemble, norms, xp
+        As in :func:`scalar_projections`.
+    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
+    length : float
+        ``a = Normalisation.length``: ``|x + y|`` or, for trig, ``|x - y|``.
+    A : float, optional
+        The OPRF parameter (< 1/8); required for ``kind='oprf'``, refused otherwise.
+    tilt : Tilt, optional
+        Draw from the tilted proposal (:func:`tilt_for`) instead of the plain
+        law; the weights are returned too.
+
+    Returns
+    -------
+    e : ndarray of shape (n,)
+        With :math:`p_i` from :func:`scalar_projections` and ``h = a²/2``:
+
+        - positive: :math:`\frac1m \sum_i e^{a p_i - h}`
+        - hyperbolic: :math:`\frac1m \sum_i \tfrac12 (e^{a p_i - h} + e^{-a p_i - h})`
+        - trig: :math:`\frac1m \sum_i \cos(a p_i)`
+        - oprf: :math:`\frac1m \sum_i e^{(B a p_i - h) + (2A|\omega_i|^2 + \frac d2 \log(1-4A))}`
+          (:func:`oprf_constants`, :func:`squared_norms`)
+
+        each the estimate divided by :func:`normalisation`'s scale ``C``.
+        The exponentials are :func:`rfkernels.numerics.elementary.exp` (the same bits
+        as the Numba kernels); a term overflows only if its exponent exceeds 709,
+        which the caller must check for (the result is then inf).
+    w : ndarray of shape (n,)
+        Only with ``tilt``: each trial's likelihood-ratio weight
+        (:func:`tilt_weights`).
+    """
+    check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
+    est = estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d, A=A)
+    a = nonnegative_scalar(length, "length")
+    consts = est.kind.constants(est.kind.resolve(est.params, None), a, est.d)
+    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    if tilt is not None and not isinstance(tilt, Tilt):
+        raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
+    return estimates_of(est, key, counters, a, consts, xp, tilt)
+
+
+def estimates_of(est, key, counters, a, consts, xp, tilt=None):
+    """:func:`normalised_estimates` of a validated estimator (with m, d), trusted arrays and constants."""
+    m, d = est.m, est.d
+    draws = None if tilt is None else proposal_draws(key, counters, m, tilt, xp)
+    p, w2, moved, W = _projections(key, counters, m, d, est.ensemble.name, est.norms.name, xp,
+                                   est.kind.needs_squared_norms, draws, tilt)
+    w = None if tilt is None else tilt_weights(moved, tilt, W, xp)
+    e = fixed_order_sum(est.kind.terms(p, w2, a, consts, xp), xp) / m
+    return e if tilt is None else (e, w)
