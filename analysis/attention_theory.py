@@ -35,7 +35,13 @@ so each query needs quadratic forms :math:`\sum_c (a_c\circ x)^\top H (a_c\circ 
 (and the same with y) with an L×L key matrix: O(L² d_v) per query row.
 Everything is evaluated with the largest exponent of each row factored out
 (log space) and the terms combined with their signs (the :math:`H^+` forms
-can be negative; the total cannot). The prediction is exactly 1/m times a
+can be negative; the total cannot). Where a row's attention is peaked,
+:math:`a_j = v_j - \operatorname{Att}_i` cancels at its top key; there it is
+computed as :math:`\sum_{j'} p_{j'} (v_j - v_{j'})`, and kept as a value and
+a log factor where it is below float64's range (a logit gap above about
+665). Inputs with :math:`|q|^2` or :math:`|k|^2` beyond about 4.5e9, where
+the exponents keep no 6 digits, and predictions beyond float64 raise
+OverflowError. The prediction is exactly 1/m times a
 constant: it cannot follow Monte Carlo where the ratio's nonlinearity
 matters (small m, trig normalisers near 0) or where :math:`E[g_j g_{j'}]` is
 dominated by rare huge g (positive and hyperbolic features at
@@ -74,6 +80,21 @@ FIRST_ORDER_KINDS = ("trig", "positive", "hyperbolic")
 _BLOCK_ELEMENTS = 1 << 22
 #: Doubles in the (L, rows·d_v) matrix of weighted residuals of one batch of query rows.
 _BATCH_ELEMENTS = 1 << 23
+#: A row whose attention weights other than the largest sum to less than this
+#: share of it is *peaked*: there v_top − Att loses its digits, and the residual
+#: of its top key is computed as Σ_j p_j (v_top − v_j) / Σ_j p_j instead.
+_PEAKED = 2.0 ** -20
+#: A peaked row whose second weight is below this share of the first (logit gap
+#: above about 665) is one-hot beyond float64: its top key's residual is kept
+#: in two parts (value, log factor) and its weighted residuals formed from logs.
+_ONE_HOT = 2.0 ** -960
+#: Largest |q|² or |k|²: beyond, the rounding error of the exponents (about
+#: eps·|x|²) exceeds 1e-6 and the key matrices lose their meaning.
+_NORM_SQ_MAX = 1e-6 / float(np.finfo(np.float64).eps)
+#: The weighted residuals of a row are scaled by a power of two (exact) when
+#: their largest |entry| leaves [2**-_U_EXP, 2**_U_EXP], so their quadratic
+#: form neither underflows nor overflows.
+_U_EXP = 100
 
 
 @dataclass(frozen=True)
@@ -134,13 +155,113 @@ def _quadratic_forms(K, half, X, sign):
     return out
 
 
-def _term(a, weights, k, half, sign, log_scale, log_factor):
+def _weighted(a, weights, log_weights, tiny):
+    """u = a∘w per row, each row divided by a factor; returns (u, natural log of each factor).
+
+    A row whose largest |u| leaves [2**-_U_EXP, 2**_U_EXP] is divided by a
+    power of two (exact). A row of ``tiny``, ``(row, key, shift)``: the
+    residual a[row, key] is e^shift times its stored value, beyond float64,
+    and that row's u is formed from logs (``log_weights`` = log w).
+    """
+    u = a * weights[:, :, None]
+    top = np.max(np.abs(u), axis=(1, 2))
+    exp2 = np.frexp(top)[1]
+    exp2[(top == 0) | ((top >= 2.0 ** -_U_EXP) & (top <= 2.0 ** _U_EXP))] = 0
+    if np.any(exp2):
+        u = np.ldexp(u, -exp2[:, None, None])
+    log_div = math.log(2.0) * exp2
+    for r, j, shift in tiny:
+        with np.errstate(divide="ignore"):
+            lu = np.log(np.abs(a[r])) + log_weights[r][:, None]
+        lu[j] += shift
+        top_r = float(np.max(lu))
+        if math.isfinite(top_r):  # else every residual of the row is 0: so is u[r]
+            log_div[r] = top_r
+            u[r] = np.sign(a[r]) * np.exp(lu - top_r)
+    return u, log_div
+
+
+def _term(a, weights, log_weights, tiny, k, half, sign, log_scale, log_factor):
     """(log |S|, sign S) of S = Σ_c (a_c∘w)ᵀ H (a_c∘w) per row, times exp(log_scale + log_factor)."""
     nb, lk, dv = a.shape
-    cols = (a * weights[:, :, None]).transpose(1, 0, 2).reshape(lk, nb * dv)
+    u, log_div = _weighted(a, weights, log_weights, tiny)
+    cols = u.transpose(1, 0, 2).reshape(lk, nb * dv)
     s = _quadratic_forms(k, half, cols, sign).reshape(nb, dv).sum(axis=1)
     with np.errstate(divide="ignore"):
-        return np.log(np.abs(s)) + log_scale + log_factor, np.sign(s)
+        return np.log(np.abs(s)) + log_scale + log_factor + 2.0 * log_div, np.sign(s)
+
+
+def _residuals(logits, p, psum, att, v):
+    """a_jc = v_jc − Att_ic of a batch of rows, (n, L_k, d_v), and the list of one-hot rows.
+
+    In a peaked row (:data:`_PEAKED`) the top key's residual v_top − Att is
+    the small difference of two nearly equal numbers; it is computed from its
+    sum form Σ_j p_j (v_top − v_j) / Σ_j p_j instead, with the weights taken
+    relative to the second largest, e^-gap. Where e^-gap is below
+    :data:`_ONE_HOT` the residual is stored without it and ``(row, top key,
+    -gap)`` is listed (see :func:`_weighted`).
+    """
+    a = v[None, :, :] - att[:, None, :]  # (n, L_k, d_v)
+    tiny = []
+    if v.shape[0] < 2:
+        return a, tiny
+    for r in np.flatnonzero(psum - 1.0 < _PEAKED):
+        top = int(np.argmax(logits[r]))
+        second = float(np.max(np.delete(logits[r], top)))
+        rel = np.exp(np.minimum(logits[r] - second, 0.0))  # <= 1 but at the top key
+        rel[top] = 0.0
+        scaled = (rel @ (v[top][None, :] - v)) / psum[r]
+        gap = float(logits[r, top]) - second
+        if math.exp(-gap) >= _ONE_HOT:
+            a[r, top] = scaled * math.exp(-gap)
+        else:
+            a[r, top] = scaled
+            tiny.append((int(r), top, -gap))
+    return a, tiny
+
+
+def _batch_log_mse(qb, k, v, half, y, log_y_max, kind):
+    """For query rows ``qb``: log of Σ_c Σ_jj' a a' E[g g'], log D, and the rows clipped."""
+    nb, Lk = qb.shape[0], k.shape[0]
+    logits = qb @ k.T  # (n, L_k)
+    top = logits.max(axis=1, keepdims=True)
+    p = np.exp(logits - top)
+    psum = p.sum(axis=1)
+    att = (p @ v) / psum[:, None]  # exact attention rows
+    log_d = top[:, 0] + np.log(psum)
+    a, tiny = _residuals(logits, p, psum, att, v)
+    log_x = 2.0 * logits + half[None, :]
+    x_max = log_x.max(axis=1)
+    log_xw = log_x - x_max[:, None]
+    x = np.exp(log_xw)
+    qq = np.sum(qb * qb, axis=1)
+    terms = []  # (log-magnitude, sign) per term, each (nb,)
+    if kind in ("positive", "hyperbolic"):
+        terms.append(_term(a, x, log_xw, tiny, k, half, +1.0, 2.0 * x_max,
+                           qq + (math.log(0.5) if kind == "hyperbolic" else 0.0)))
+    if kind == "trig":
+        terms.append(_term(a, x, log_xw, tiny, k, half, -1.0, 2.0 * x_max, -qq + math.log(0.5)))
+    if kind in ("trig", "hyperbolic"):
+        yw = np.broadcast_to(y, (nb, Lk))
+        log_yw = np.broadcast_to(half - log_y_max, (nb, Lk))
+        terms.append(_term(a, yw, log_yw, tiny, k, half, +1.0 if kind == "trig" else -1.0,
+                           2.0 * log_y_max, (qq if kind == "trig" else -qq) + math.log(0.5)))
+    logs = np.stack([t[0] for t in terms])
+    signs = np.stack([t[1] for t in terms])
+    top_log = np.max(np.where(signs != 0, logs, -np.inf), axis=0)
+    finite_top = np.isfinite(top_log)
+    shifted = np.where(signs != 0, signs * np.exp(logs - np.where(finite_top, top_log, 0.0)), 0.0)
+    total = shifted.sum(axis=0)
+    bad = ~finite_top | (total <= 0)
+    with np.errstate(divide="ignore"):
+        log_total = np.where(bad, -np.inf, top_log + np.log(np.where(bad, 1.0, total)))
+    return log_total, log_d, int(np.sum(bad & finite_top))
+
+
+def _too_large(what):
+    """The OverflowError of inputs beyond the first-order theory's float64 range."""
+    return OverflowError(f"attention_mse_first_order: {what}; the inputs are too large for the "
+                         "first-order theory to mean anything")
 
 
 def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None, seed=None):
@@ -181,7 +302,8 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     MemoryError
         When the key blocks or the batch of residuals would not fit.
     OverflowError
-        When a predicted row MSE is beyond float64 (reported, never inf).
+        When a predicted row MSE is beyond float64 (reported, never inf or a
+        false 0), or some |q|² or |k|² is beyond about 4.5e9, before any work.
 
     Notes
     -----
@@ -220,60 +342,27 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     check_memory(8 * (3 * block * Lk + 4 * Lk * batch * dv + 3 * batch * Lk),
                  f"attention_mse_first_order with L_k={Lk}, d_v={dv}")
 
+    with np.errstate(over="ignore"):
+        norm_sq = max(float(np.max(np.sum(q * q, axis=1))), float(np.max(np.sum(k * k, axis=1))))
+    if not norm_sq <= _NORM_SQ_MAX:
+        raise _too_large(f"|q|^2 or |k|^2 reaches {norm_sq:.3g}, beyond {_NORM_SQ_MAX:.3g} where "
+                         "the exponents q.k and |k - k'|^2 keep 6 digits")
     half = 0.5 * np.sum(k * k, axis=1)  # h_j
     log_y_max = float(half.max())
     y = np.exp(half - log_y_max)
-    need_x_minus = kind in ("positive", "hyperbolic")
-    need_x_plus = kind == "trig"
-    need_y_minus = kind == "trig"
-    need_y_plus = kind == "hyperbolic"
 
     log_total = np.empty(rows.size)
     clipped = 0
     for b0 in range(0, rows.size, batch):
         idx = rows[b0:b0 + batch]
-        qb = q[idx]
-        logits = qb @ k.T  # (n, L_k)
-        top = logits.max(axis=1, keepdims=True)
-        p = np.exp(logits - top)
-        psum = p.sum(axis=1)
-        att = (p @ v) / psum[:, None]  # exact attention rows
-        log_d = top[:, 0] + np.log(psum)
-        a = v[None, :, :] - att[:, None, :]  # (n, L_k, d_v)
-        log_x = 2.0 * logits + half[None, :]
-        x_max = log_x.max(axis=1)
-        x = np.exp(log_x - x_max[:, None])
-        qq = np.sum(qb * qb, axis=1)
-        nb = idx.size
-        terms = []  # (log-magnitude, sign) per term, each (nb,)
-        if need_x_minus:
-            terms.append(_term(a, x, k, half, +1.0, 2.0 * x_max,
-                               qq + (math.log(0.5) if kind == "hyperbolic" else 0.0)))
-        if need_x_plus:
-            terms.append(_term(a, x, k, half, -1.0, 2.0 * x_max, -qq + math.log(0.5)))
-        if need_y_minus or need_y_plus:
-            yw = np.broadcast_to(y, (nb, Lk))
-            terms.append(_term(a, yw, k, half, +1.0 if need_y_minus else -1.0, 2.0 * log_y_max,
-                               (qq if need_y_minus else -qq) + math.log(0.5)))
-        logs = np.stack([t[0] for t in terms])
-        signs = np.stack([t[1] for t in terms])
-        top_log = np.max(np.where(signs != 0, logs, -np.inf), axis=0)
-        finite_top = np.isfinite(top_log)
-        shifted = np.where(signs != 0, signs * np.exp(logs - np.where(finite_top, top_log, 0.0)), 0.0)
-        total = shifted.sum(axis=0)
-        bad = ~finite_top | (total <= 0)
-        clipped += int(np.sum(bad & finite_top))
-        with np.errstate(divide="ignore"):
-            log_total[b0:b0 + nb] = np.where(bad, -np.inf,
-                                             top_log + np.log(np.where(bad, 1.0, total)))
-        log_total[b0:b0 + nb] += -2.0 * log_d - math.log(m) - math.log(dv)
+        logs, log_d, n_clipped = _batch_log_mse(q[idx], k, v, half, y, log_y_max, kind)
+        log_total[b0:b0 + idx.size] = logs
+        log_total[b0:b0 + idx.size] += -2.0 * log_d - math.log(m) - math.log(dv)
+        clipped += n_clipped
 
     if np.any(log_total > 709.0):
-        raise OverflowError(
-            f"attention_mse_first_order: the predicted MSE of {int(np.sum(log_total > 709.0))} row(s) "
-            f"is beyond float64 (log up to {float(log_total.max()):.4g}); the inputs are too large "
-            "for the first-order theory to mean anything"
-        )
+        raise _too_large(f"the predicted MSE of {int(np.sum(log_total > 709.0))} row(s) is beyond "
+                         f"float64 (log up to {float(log_total.max()):.4g})")
     per_row = np.exp(log_total)
     mse = float(per_row.mean())
     stderr = None if all_rows else (float(per_row.std(ddof=1) / math.sqrt(per_row.size))

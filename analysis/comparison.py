@@ -18,17 +18,15 @@ import time
 
 import numpy as np
 
-from rfkernels import reduced, theory
+from rfkernels import engine, theory
 from rfkernels.backends import check_backend
-from rfkernels.estimators import Estimator, estimator
+from rfkernels.estimators import Estimator, check_kind, check_norms, estimator
 from rfkernels.validation import (
     ENSEMBLES,
     check_bool,
     check_choice,
     check_finite,
     check_int,
-    check_kind,
-    check_norms,
     seed_sequence,
 )
 
@@ -122,6 +120,28 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None):
 _LOG_MAX = float(np.log(np.finfo(np.float64).max))
 
 
+#: Keys every point of :func:`evaluate_point` needs, besides its norms.
+POINT_KEYS = ("kind", "ensemble", "norms", "d", "m", "angle")
+
+
+def check_point_keys(point):
+    """Refuse a point that is not a mapping or lacks a key :func:`evaluate_point` reads.
+
+    The point needs :data:`POINT_KEYS` and either ``norm_x`` and ``norm_y`` or
+    ``norm_sum`` (a key set to None counts as absent); one-line ValueError
+    naming the missing keys and the expected ones.
+    """
+    if not hasattr(point, "keys") or not hasattr(point, "get"):
+        raise TypeError(f"point must be a dict of the point's variables; got {type(point).__name__}")
+    missing = [k for k in POINT_KEYS if point.get(k) is None]
+    if point.get("norm_sum") is None:
+        missing += [k for k in ("norm_x", "norm_y") if point.get(k) is None]
+    if missing:
+        raise ValueError(f"point is missing {', '.join(missing)}; a point needs "
+                         f"{', '.join(POINT_KEYS)} and norm_x, norm_y (or norm_sum)")
+    return point
+
+
 def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", chunk=None,
                    theory_only=False, proposal="auto"):
     """One row: the point's variables, Monte Carlo and theory side by side.
@@ -130,7 +150,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     ----------
     point : dict
         ``kind``, ``ensemble``, ``norms``, ``d``, ``m``, ``angle`` and
-        ``norm_x``/``norm_y`` or ``norm_sum``.
+        ``norm_x``/``norm_y`` or ``norm_sum`` (:func:`check_point_keys`).
     trials, seed, backend, method, chunk
         Passed to :func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`;
         ``seed`` may be a :class:`numpy.random.SeedSequence`.
@@ -150,8 +170,9 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
         (mse_mc - mse_exact) / stderr; ``tail_ok`` says whether the Monte Carlo
         standard error can be trusted (see the tail diagnostic).
     """
+    check_point_keys(point)
     theory_only = check_bool(theory_only, "theory_only")
-    check_choice(proposal, "proposal", reduced.PROPOSALS)
+    check_choice(proposal, "proposal", engine.PROPOSALS)
     start = time.perf_counter()
     geom = point_geometry(point)
     est = estimator(point["kind"], ensemble=point["ensemble"], norms=point["norms"])  # once per row
@@ -362,13 +383,13 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     kinds = _one_or_many(kinds, "kinds", check_kind)
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
-    check_choice(proposal, "proposal", reduced.PROPOSALS)
+    check_choice(proposal, "proposal", engine.PROPOSALS)
     if proposal == "tilted" and (method != "reduced" or not any(estimator(k).tilted for k in kinds)):
         raise ValueError("proposal='tilted' needs method='reduced' and a kind other than trig "
                          "(trig estimates are bounded: nothing to tilt); use 'auto' or 'plain'")
     if method == "reduced":
         for kind, ensemble in itertools.product(kinds, ensembles):
-            reduced.check_reduced(kind, ensemble)
+            engine.check_reduced(kind, ensemble)
     # every point is built and its geometry checked before any Monte Carlo runs
     points = []
     for i, g in enumerate(_geometry_list(geometries)):

@@ -19,7 +19,7 @@ DEFAULT_N = (16, 64, 65, 128, 129, 256, 257, 384, 385, 512, 513, 600)
 
 
 def _add_capacity(p):
-    from rfkernels.analysis.capacity import _MAP_GRAMMAR, DEFAULT_MAPS
+    from rfkernels.analysis.capacity import DEFAULT_MAPS, MAP_GRAMMAR as _MAP_GRAMMAR
 
     p.epilog = (LIST_NOTE + "\n\nFeature maps: " + _MAP_GRAMMAR + ".\n"
                 "Least squares fails where the relative retrieval error exceeds --fail-tol;\n"

@@ -34,31 +34,6 @@ def check_choice(value, name, choices):
     return value
 
 
-def check_kind(kind):
-    """A registered kind's name (:mod:`rfkernels.estimators`), else ValueError listing them."""
-    from .estimators import registry
-
-    return registry.entry("kind", kind).name
-
-
-def check_ensemble(ensemble, choices=None):
-    """A registered ensemble's name (or one of ``choices``), else ValueError listing them."""
-    if choices is not None:
-        return check_choice(ensemble, "ensemble", choices)
-    from .estimators import registry
-
-    return registry.entry("ensemble", ensemble).name
-
-
-def check_norms(norms, choices=None):
-    """A registered norm law's name (or one of ``choices``), else ValueError listing them."""
-    if choices is not None:
-        return check_choice(norms, "norms", choices)
-    from .estimators import registry
-
-    return registry.entry("norms", norms).name
-
-
 def check_int(value, name, minimum=1):
     """Return ``value`` as a Python int >= ``minimum``.
 

@@ -24,7 +24,7 @@ from rfkernels import (
     feature_map,
     log_estimate,
     log_softmax_kernel,
-    reduced,
+    engine,
     rng,
     softmax_attention,
     softmax_kernel,
@@ -66,8 +66,8 @@ COMPLEX_CALLS = {
     "favor_attention W": lambda: favor_attention(Q, Q, Q, W + 1j, "positive"),
     "softmax_attention": lambda: softmax_attention(Q, Q + 1j, Q),
     "object array": lambda: estimate(np.array([1, 1j, 0], dtype=object), Y, W, "positive"),
-    "normalised_estimates": lambda: reduced.normalised_estimates(
-        rng.key_from_seed(0), reduced.trial_counters(0, 4) + 0j, 8, 3, "positive", 1.0),
+    "normalised_estimates": lambda: engine.normalised_estimates(
+        rng.key_from_seed(0), engine.trial_counters(0, 4) + 0j, 8, 3, "positive", 1.0),
     "compare": lambda: compare({"d": 3, "angle": 0.5 + 1j}, trials=10),
     "bias_audit": lambda: __import__("rfkernels.analysis.comparison", fromlist=["x"]).bias_audit(
         d=3, m=3, directions=[[1, 0, 1j]], trials=10),

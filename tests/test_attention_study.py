@@ -11,7 +11,7 @@ from rfkernels.analysis import (
     local_slopes,
     study_inputs,
 )
-from rfkernels.analysis.attention import DEFAULT_KINDS, _LeanFavor
+from rfkernels.analysis.attention import DEFAULT_KINDS, LeanFavor
 
 from rfkernels.attention import favor_attention, softmax_attention
 from rfkernels.projections import draw_projections
@@ -27,7 +27,7 @@ def test_default_kinds_are_the_papers_three():
 @pytest.mark.parametrize("scale", [0.5, 2.0])
 def test_lean_passes_equal_favor_attention(kind, scale):
     q, k, v = study_inputs(300, 8, 0, input_scale=scale, seed=1)
-    lean = _LeanFavor(q, k, v)
+    lean = LeanFavor(q, k, v)
     for m in (2, 24):
         w = draw_projections(m, 8, ensemble="orthogonal", seed=m)
         out, n_bad = lean.output(w, kind, "divide")

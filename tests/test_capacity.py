@@ -8,9 +8,9 @@ import pytest
 from rfkernels.analysis import capacity, parse_map
 from rfkernels.analysis.capacity import (
     FeatureMapSpec,
-    _least_squares_error,
-    _scr_all,
-    _sum_rule,
+    least_squares_error,
+    signal_to_crosstalk,
+    sum_rule_error,
 )
 
 from rfkernels import draw_projections, feature_map
@@ -28,13 +28,13 @@ def test_seed_memory_example_signal_and_crosstalk():
     phi = feature_map(np.array([[0.0, 1.0], [1.0, 0.0]]), None, "elu1")
     gram = phi @ phi.T
     np.testing.assert_array_equal(gram, [[5, 4], [4, 5]])
-    assert _scr_all(gram)[1] == pytest.approx(1.25, rel=1e-15)
-    assert np.isinf(_scr_all(gram)[0])  # one stored pair: no crosstalk
+    assert signal_to_crosstalk(gram)[1] == pytest.approx(1.25, rel=1e-15)
+    assert np.isinf(signal_to_crosstalk(gram)[0])  # one stored pair: no crosstalk
     v = np.eye(2)
     # rescaled readout S phi(k_i) / G_ii = v_i + (4/5) v_j: relative error 4/5
-    assert _sum_rule(gram, v, 2) == pytest.approx(0.8, rel=1e-15)
+    assert sum_rule_error(gram, v, 2) == pytest.approx(0.8, rel=1e-15)
     # least squares stores both exactly: rank 2
-    err, rank = _least_squares_error(phi, v)
+    err, rank = least_squares_error(phi, v)
     assert rank == 2 and err < 1e-14
 
 
@@ -106,7 +106,7 @@ def test_signal_to_crosstalk_is_the_gram_ratio_and_the_sum_rule_readout():
         readout = (g @ values[: r["n"]]) / diag[:, None]
         want = np.linalg.norm(readout - values[: r["n"]]) / np.linalg.norm(values[: r["n"]])
         assert r["sum_error_mean"] == pytest.approx(want, rel=1e-12)
-    scr = _scr_all(phi @ phi.T)
+    scr = signal_to_crosstalk(phi @ phi.T)
     below = np.flatnonzero(scr[1:] < 1)
     assert res.failure("dpfp:2")["sum_fail"][0] == (below[0] + 2 if below.size else None)
 
@@ -116,7 +116,7 @@ def test_favor_sum_rule_tends_to_the_softmax_kernel_whatever_m():
     d_k, seed, n = 16, 1, 64
     keys, _ = _pool(seed, 0, n, d_k, d_k)
     sm = np.exp(keys @ keys.T)
-    want = _scr_all(sm)[[7, 31, 63]]
+    want = signal_to_crosstalk(sm)[[7, 31, 63]]
     res = capacity(d_k, [8, 32, 64], ("positive:512", "positive:8192"), trials=1, seed=seed,
                    find_failures=False)
     # the estimate's relative error is about 1/sqrt(m): measured deviations 9-24% at m = 512,

@@ -1,0 +1,223 @@
+"""The Figure 4 study: MSE of FAVOR attention against exact softmax attention.
+
+:func:`attention_mse`, re-exported by :mod:`rfkernels.analysis.attention`,
+whose docstring describes the inputs, the findings and the seeds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from rfkernels.attention import (
+    NONPOSITIVE_POLICIES,
+    favor_attention,
+    softmax_attention,
+)
+from rfkernels.backends import array_namespace, check_backend
+from rfkernels.estimators import check_ensemble, check_kind, check_norms
+from rfkernels.features import feature_dimension
+from rfkernels.projections import draw_projections
+from rfkernels.validation import (
+    ENSEMBLES,
+    KINDS,
+    check_bool,
+    check_choice,
+    check_int,
+    check_memory,
+)
+
+from .attention_data import (
+    DEFAULT_ENSEMBLES,
+    DEFAULT_INPUT_SCALE,
+    DEFAULT_KINDS,
+    INPUT_DISTRIBUTION,
+    SPAWN_PROJECTIONS,
+    AttentionMSETable,
+    attention_bytes,
+    check_names,
+    check_scale,
+    distinct_ints,
+    root_entropy,
+    sample_summary,
+    study_inputs,
+)
+from .lean_favor import LEAN_KINDS, LeanFavor, one_blas_thread
+
+__all__ = ["attention_mse"]
+
+
+def attention_mse(
+    L,
+    d,
+    m_values,
+    kinds=None,
+    ensembles=None,
+    *,
+    samples=15,
+    seed=0,
+    input_scale=DEFAULT_INPUT_SCALE,
+    norms="chi",
+    causal=False,
+    nonpositive="divide",
+    backend="numpy",
+    progress=None,
+):
+    r"""MSE of FAVOR attention against exact softmax attention (Figure 4 of [1]_).
+
+    For each sample s the inputs come from
+    :func:`~rfkernels.analysis.attention.attention_inputs` and the
+    exact output from :func:`rfkernels.attention.softmax_attention` (computed
+    once per sample); for each (m, kind, ensemble) one projection matrix is
+    drawn and :func:`rfkernels.attention.favor_attention` is compared to it.
+
+    Parameters
+    ----------
+    L : int
+        Sequence length, >= 1 (paper: 4096).
+    d : int
+        Dimension of queries, keys and values, >= 1 (paper: 16).
+    m_values : int or sequence of int
+        Numbers of projections, each >= 1; m > d uses independent orthogonal
+        blocks of d rows (the last partial). Feature dimension r = m
+        (positive) or 2m (trig, hyperbolic).
+    kinds : sequence of {"trig", "positive", "hyperbolic", "oprf"}, optional
+        Default: the paper's three. ``"oprf"`` runs with ``A="auto"`` (the
+        optimal A* for the mean :math:`|q_i + k_j|^2/d` over all pairs of
+        each input, :func:`rfkernels.features.oprf_auto_a`).
+    ensembles : sequence of {"iid", "orthogonal", "orthogonal-unfixed-qr"}, optional
+        Default ``("iid", "orthogonal")``.
+    samples : int, default 15
+        Random inputs, >= 2 (for a standard deviation).
+    seed : None, int or numpy.random.SeedSequence, default 0
+        Root of all randomness; see :mod:`rfkernels.analysis.attention` for the spawn keys.
+        None draws fresh entropy, which is recorded in ``meta["entropy"]``.
+    input_scale : float, default :data:`DEFAULT_INPUT_SCALE`
+        σ of :func:`~rfkernels.analysis.attention.attention_inputs`: E|q|² = E|k|² = σ².
+    norms : {"chi", "fixed"}, default "chi"
+        Row norms of the projections (:func:`rfkernels.draw_projections`).
+    causal : bool, default False
+        Causal (unidirectional) attention instead of bidirectional.
+    nonpositive : {"divide", "nan", "raise"}, default "divide"
+        Passed to :func:`favor_attention`. ``"divide"`` measures the plain
+        quotient N/D (trig rows with a negative normaliser keep it, and
+        dominate the trig MSE at small m); ``"nan"`` makes every sample with
+        such a row non-finite, so it drops out of the statistics and is
+        counted in ``samples_nonfinite``. The number of such rows is
+        reported either way.
+    backend : {"numpy", "cupy"}, default "numpy"
+        Where the attention is computed (inputs and projections are drawn
+        with NumPy, so the numbers do not depend on it beyond rounding).
+    progress : callable, optional
+        Called as ``progress(n)`` after each unit of work: n = 1 for an exact
+        attention and for each FAVOR attention, ``samples·(1 + len(m)·len(kinds)·len(ensembles))``
+        in all.
+
+    Returns
+    -------
+    AttentionMSETable
+        One row per (m, kind, ensemble) with ``mse_mean`` (mean over finite
+        samples), ``mse_std`` (ddof = 1), ``mse_se`` (= std/sqrt(n)),
+        ``mse_max_share`` (largest sample MSE over their sum: near 1/n when
+        the samples agree, near 1 when one dominates; MATH.md's tail
+        warning applies to positive features at large σ), ``samples``
+        (finite samples used), ``samples_nonfinite`` (samples whose output
+        held NaN, e.g. a normaliser exactly 0 under ``"divide"``, or any
+        reported row under ``"nan"``), and ``nonpositive_rows_mean`` (rows
+        with a normaliser <= 0 per sample, averaged).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad L, d, m_values, kinds, ensembles, samples, seed, input_scale,
+        norms, causal, nonpositive or backend, before any work.
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021, Figure 4. https://arxiv.org/abs/2009.14794
+    """
+    L = check_int(L, "L")
+    d = check_int(d, "d")
+    ms = distinct_ints(m_values, "m_values")
+    kinds = check_names(kinds, "kinds", check_kind, DEFAULT_KINDS)
+    ensembles = check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES)
+    samples = check_int(samples, "samples", minimum=2)
+    entropy = root_entropy(seed)
+    scale = check_scale(input_scale, "input_scale")
+    check_norms(norms)
+    causal = check_bool(causal, "causal")
+    check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
+    check_choice(backend, "backend", ("numpy", "cupy"))
+    check_backend(backend)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
+    xp = array_namespace(backend)
+    if backend == "numpy":  # CuPy's allocator raises its own MemoryError on the device
+        check_memory(attention_bytes(L, d, max(ms)),
+                     f"an attention study with L={L}, d={d} and m up to {max(ms)}")
+
+    grid = [(m, kind, ens) for m in ms for kind in kinds for ens in ensembles]
+    mse = np.full((len(grid), samples), np.nan)
+    n_bad_rows = np.zeros((len(grid), samples))
+    exact_ms = np.empty(samples)
+    t_exact = t_favor = 0.0
+
+    for s in range(samples):
+        q, k, v = (xp.asarray(a) for a in study_inputs(L, d, s, input_scale=scale, seed=entropy))
+        t0 = time.perf_counter()
+        exact = softmax_attention(q, k, v, causal=causal)
+        exact_ms[s] = float(xp.mean(exact * exact))
+        t_exact += time.perf_counter() - t0
+        if progress is not None:
+            progress(1)
+        lean = LeanFavor(q, k, v) if (backend == "numpy" and not causal) else None
+        with one_blas_thread():
+            for g, (m, kind, ens) in enumerate(grid):
+                key = (SPAWN_PROJECTIONS, s, m, KINDS.index(kind), ENSEMBLES.index(ens))
+                w = draw_projections(
+                    m, d, ensemble=ens, norms=norms, backend=backend,
+                    seed=np.random.SeedSequence(entropy, spawn_key=key),
+                )
+                t0 = time.perf_counter()
+                if lean is not None and kind in LEAN_KINDS:
+                    output, n_bad = lean.output(w, kind, nonpositive)
+                else:
+                    res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive,
+                                          A="auto" if kind == "oprf" else None)
+                    output, n_bad = res.output, res.n_nonpositive_denominators
+                err = output - exact
+                mse[g, s] = float(xp.mean(err * err))
+                t_favor += time.perf_counter() - t0
+                n_bad_rows[g, s] = n_bad
+                if progress is not None:
+                    progress(1)
+
+    rows = []
+    for g, (m, kind, ens) in enumerate(grid):
+        rows.append({
+            "L": L, "d": d, "m": m, "r": feature_dimension(kind, d, m=m),
+            "kind": kind, "ensemble": ens, "norms": norms, "causal": bool(causal),
+            **sample_summary(mse[g], n_bad_rows[g]),
+        })
+
+    meta = {
+        "study": "attention_mse",
+        "L": L, "d": d, "d_v": d, "m_values": ms, "kinds": list(kinds),
+        "ensembles": list(ensembles), "samples": samples, "norms": norms,
+        "causal": bool(causal), "nonpositive": nonpositive, "backend": backend,
+        "input_scale": scale, "input_distribution": INPUT_DISTRIBUTION,
+        "kernel": "exp(q.k); temperature absorbed into Q and K",
+        "mse": "mean over the L x d_v output entries of (favor - exact)^2, per sample",
+        "entropy": entropy,
+        "spawn_keys": {
+            "inputs": "(0, sample)",
+            "projections": "(1, sample, m, KINDS.index(kind), ENSEMBLES.index(ensemble))",
+            "KINDS": list(KINDS), "ENSEMBLES": list(ENSEMBLES),
+        },
+        "exact_output_mean_square": [float(x) for x in exact_ms],
+        "seconds_exact": t_exact,
+        "seconds_favor": t_favor,
+    }
+    return AttentionMSETable(rows, mse, meta)

@@ -1,0 +1,94 @@
+"""Bidirectional FAVOR on NumPy for the attention study's inner loop (:class:`LeanFavor`).
+
+:func:`rfkernels.analysis.attention.attention_mse` computes the same FAVOR
+attention as :func:`rfkernels.attention.favor_attention` for many projection
+matrices per input; :class:`LeanFavor` reuses what does not depend on the
+projections, and :func:`one_blas_thread` keeps BLAS on one thread for its
+skinny products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LEAN_KINDS", "LeanFavor", "one_blas_thread"]
+
+#: Kinds whose bidirectional NumPy passes go through :class:`LeanFavor`.
+LEAN_KINDS = ("trig", "positive", "hyperbolic")
+
+
+def one_blas_thread():
+    """BLAS limited to one thread (threadpoolctl, a dependency).
+
+    The study's matrix products are skinny ((L, 16) by (16, 2m), (L, 2m) by
+    (2m, 17)); on 2 CPUs threaded BLAS made them 3 to 6 times slower
+    (L = 4096, m = 16..256, measured with OPENBLAS_NUM_THREADS=1 against the default).
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+class LeanFavor:
+    """Bidirectional FAVOR on NumPy for one input (Q, K, V), whole sequence at once.
+
+    The study's inner loop: the same computation as
+    :func:`rfkernels.attention.favor_attention` (equal to rounding, tested),
+    with |k|²/2 and [V, 1] computed once per input and reused for every
+    projection matrix, all L rows in one pass (no row blocks: the study's
+    ``attention_bytes`` check covers the (L, 2m) feature arrays), and the
+    same stabilisation: positive per-row / per-key-set maxima subtracted in
+    the exponent, trig keys scaled by exp(|k|²/2 − max), query factors
+    dropped. ``output(w, kind, nonpositive)`` returns ``(output, rows with a
+    normaliser <= 0)`` under the policies of ``favor_attention``.
+    """
+
+    def __init__(self, q, k, v):
+        self.q, self.k = q, k
+        self.half_k = 0.5 * np.sum(k * k, axis=1)
+        self.v1 = np.concatenate([v, np.ones((v.shape[0], 1))], axis=1)
+        self.trig_scale = np.exp(self.half_k - self.half_k.max())[:, None]
+
+    def _num_den(self, w, kind):
+        pq = self.q @ w.T
+        pk = self.k @ w.T
+        if kind == "trig":
+            sk, ck = np.sin(pk), np.cos(pk)
+            sk *= self.trig_scale
+            ck *= self.trig_scale
+            out = np.sin(pq) @ (sk.T @ self.v1) + np.cos(pq) @ (ck.T @ self.v1)
+        elif kind == "positive":
+            lk = pk - self.half_k[:, None]
+            phik = np.exp(lk - lk.max())
+            phiq = np.exp(pq - pq.max(axis=1, keepdims=True))
+            out = phiq @ (phik.T @ self.v1)
+        else:  # hyperbolic: features exp(+-w.x - |x|^2/2)
+            abs_k = np.abs(pk) - self.half_k[:, None]
+            shift_k = abs_k.max()
+            top_q = np.abs(pq).max(axis=1, keepdims=True)
+            plus = np.exp(pk - self.half_k[:, None] - shift_k).T @ self.v1
+            minus = np.exp(-pk - self.half_k[:, None] - shift_k).T @ self.v1
+            out = np.exp(pq - top_q) @ plus + np.exp(-pq - top_q) @ minus
+        return out[:, :-1], out[:, -1]
+
+    def output(self, w, kind, nonpositive):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            num, den = self._num_den(w, kind)
+            bad = den <= 0
+            n_bad = int(np.sum(bad))
+            if n_bad and nonpositive == "raise":
+                raise FloatingPointError(
+                    f"attention_mse(kind={kind!r}): {n_bad} row(s) have a non-positive normaliser "
+                    "sum_j phi(q_i).phi(k_j) <= 0; pass nonpositive='nan' or 'divide'"
+                )
+            zero = den == 0 if nonpositive == "divide" else bad
+            out = num / np.where(zero, 1.0, den)[:, None]
+            out[zero] = np.nan
+        finite = np.all(np.isfinite(out), axis=1)
+        if not bool(np.all(finite | bad)):
+            raise FloatingPointError(
+                f"attention_mse(kind={kind!r}) overflowed in rows with a positive normaliser; "
+                "the inputs or projections are too large"
+            )
+        out[bad & ~finite] = np.nan
+        return out, n_bad
