@@ -45,9 +45,17 @@ import math
 import numpy as np
 
 from .backends import get_array_module
-from .estimators import oprf, registry
-from .estimators.registry import check_kind
-from .estimators.spec import refuse_parameter
+from .estimators import registry
+from .pairs import (
+    check_memory_pairs,
+    check_oprf_a,
+    check_pair,
+    check_projections,
+    check_rows,
+    require_finite,
+    squeeze_pairs,
+)
+from .softmax import LME_CHUNK, log_softmax_kernel, softmax_kernel
 from .validation import (
     KINDS,
     check_bool,
@@ -79,110 +87,9 @@ SUM_NORMALIZABLE = ("positive", "hyperbolic", "elu1", "dpfp", "oprf")
 #: Below this, the max-shifted product of exponentials in the log-domain
 #: path may have lost terms to underflow; those entries are recomputed exactly.
 _LME_TINY = 1e-250
-#: Elements per chunk of the exact (pairs × features) fallback.
-_LME_CHUNK = 1 << 22
-
-
-# --------------------------------------------------------------- validation
-
-
-def _rows(value, name, xp):
-    """A finite float64 array of shape (n, d) and whether it came in 1-D."""
-    arr = check_finite(value, name, xp)
-    if arr.ndim == 1:
-        if arr.shape[0] < 1:
-            raise ValueError(f"{name} must have d >= 1 entries; got shape {arr.shape}")
-        return arr[None, :], True
-    if arr.ndim != 2:
-        raise ValueError(
-            f"{name} must be a 1-D vector (d,) or a 2-D array (n, d); got shape {arr.shape}"
-        )
-    if arr.shape[1] < 1:
-        raise ValueError(f"{name} must have d >= 1 columns; got shape {arr.shape}")
-    return arr, False
-
-
-def _projections(value, xp):
-    w = check_finite(value, "W", xp)
-    if w.ndim != 2:
-        raise ValueError(f"W must be a 2-D array of shape (m, d); got shape {w.shape}")
-    if w.shape[0] < 1 or w.shape[1] < 1:
-        raise ValueError(f"W must have m >= 1 rows and d >= 1 columns; got shape {w.shape}")
-    return w
-
-
-def _check_pair(X, Y, W=None, kind=None, A=None):
-    """Validate everything before any work; returns xp, arrays and squeeze flags."""
-    args = (X, Y) if W is None else (X, Y, W)
-    xp = get_array_module(*args)
-    if kind is not None:
-        check_kind(kind)
-        check_oprf_a(kind, A)
-    x, x1 = _rows(X, "X", xp)
-    y, y1 = _rows(Y, "Y", xp)
-    if W is None:
-        check_same_d([x.shape, y.shape], ["X", "Y"])
-        return xp, x, y, None, x1, y1
-    w = _projections(W, xp)
-    check_same_d([x.shape, y.shape, w.shape], ["X", "Y", "W"])
-    return xp, x, y, w, x1, y1
-
-
-def _check_memory_pairs(x, y, w, xp):
-    """Refuse, before any work, a call whose arrays would not fit in memory (NumPy only).
-
-    Features of X and Y (up to 2m columns each, with a few temporaries) and
-    the (n_x, n_y) result with as many temporaries.
-    """
-    if xp is not np:
-        return
-    r = 0 if w is None else 2 * w.shape[0]
-    n_x, n_y = x.shape[0], 0 if y is None else y.shape[0]
-    nbytes = 8 * (4 * (n_x + n_y) * r + 4 * n_x * n_y)
-    if r:
-        what = f"features of n_x={n_x}, n_y={n_y} inputs with m={r // 2} projections"
-    else:
-        what = f"a kernel of n_x={n_x}, n_y={n_y} inputs"
-    check_memory(nbytes, what)
-
-
-def _squeeze(a, x1, y1):
-    """Drop the row axis of a 1-D X and/or Y from an (n_x, n_y) result."""
-    if x1 and y1:
-        return a[0, 0]
-    if x1:
-        return a[0]
-    if y1:
-        return a[:, 0]
-    return a
-
-
-def _require_finite(a, xp, what, log_name):
-    if not bool(xp.all(xp.isfinite(a))):
-        raise FloatingPointError(
-            f"{what} overflowed (inf or NaN): the input is too large for the linear "
-            f"domain; use rfkernels.{log_name}, which works in the log domain"
-        )
-    return a
 
 
 _UNCHECKED = object()
-
-
-def check_oprf_a(kind, A):
-    """The OPRF parameter: ``'auto'`` or a float < 1/8 for kind 'oprf', None for every other kind."""
-    if kind != "oprf":
-        if A is not None:
-            refuse_parameter("A", A, kind)
-        return None
-    if A is None:
-        raise ValueError(
-            "kind='oprf' needs its parameter A: a float < 1/8 shared by every pair of inputs, "
-            "or A='auto' (the optimal A* for the mean |x_i + y_j|^2 / d over all pairs, "
-            "rfkernels.features.oprf_auto_a); got None")
-    if isinstance(A, str) and A == "auto":
-        return A
-    return oprf.check_a(A)  # the one check of A (a float < 1/8)
 
 
 def oprf_auto_a(X, Y=None):
@@ -475,7 +382,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
     xp = get_array_module(X) if W is None else get_array_module(X, W)
     deterministic, nu, sum_normalize = check_feature_map(kind, W, nu, sum_normalize, A=A)
     A = None if deterministic else check_oprf_a(kind, A)
-    x, x1 = _rows(X, "X", xp)
+    x, x1 = check_rows(X, "X", xp)
     if deterministic:
         w = None
         check_feature_map(kind, None, nu, sum_normalize, x.shape[1])  # nu <= 2d - 1
@@ -484,9 +391,9 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
             check_memory(8 * 3 * x.shape[0] * r, f"feature_map(kind={kind!r}) of n={x.shape[0]} "
                                                  f"inputs with r={r} features")
     else:
-        w = _projections(W, xp)
+        w = check_projections(W, xp)
         check_same_d([x.shape, w.shape], ["X", "W"])
-        _check_memory_pairs(x, None, w, xp)
+        check_memory_pairs(x, None, w, xp)
         A = _resolve_a(A, x, None)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if sum_normalize:
@@ -502,7 +409,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
                 "for this map (DPFP squares them: entries beyond about 1e154); rescale X"
             )
     else:
-        _require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
+        require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
     return phi[0] if x1 else phi
 
 
@@ -556,157 +463,13 @@ def estimate(X, Y, W, kind, *, A=None):
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
-    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind, A)
-    _check_memory_pairs(x, y, w, xp)
+    xp, x, y, w, x1, y1 = check_pair(X, Y, W, kind, A)
+    check_memory_pairs(x, y, w, xp)
     A = _resolve_a(check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         k = _features(x, w, kind, xp, A) @ _features(y, w, kind, xp, A).T
-    _require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
-    return _squeeze(k, x1, y1)
-
-
-def _dot(x, y, xp):
-    """``x @ y.T`` without intermediate overflow, accurate where it cancels.
-
-    Each row is scaled by a power of two, ``2**-e`` with ``e`` the binary
-    exponent of its largest entry, which is exact, so the scaled product has
-    the rounding of the plain one but no overflowing partial products or
-    sums (``[1e200, 1e200] . [1e200, -1e200]`` is not ``inf - inf``). The
-    matrix product's error is up to about ``d eps |x||y|`` and depends on
-    the BLAS kernel (with fused multiply-adds that example comes out as
-    1e383, not 0). Nonzero entries within that bound, and entries that
-    overflow when scaled back, are recomputed by :func:`_accurate_dot`
-    (error-free products and compensated sums: as accurate as twice the
-    precision, and independent of BLAS). An entry whose value is beyond
-    float64 raises ``FloatingPointError``.
-    """
-    _, ex = xp.frexp(xp.max(xp.abs(x), axis=1))
-    _, ey = xp.frexp(xp.max(xp.abs(y), axis=1))
-    xs = xp.ldexp(x, -ex[:, None])  # entries in (-1, 1)
-    ys = xp.ldexp(y, -ey[:, None])
-    scaled = xs @ ys.T  # |entries| <= d
-    with np.errstate(over="ignore", under="ignore"):
-        if int(xp.max(xp.abs(ex))) <= 500 and int(xp.max(xp.abs(ey))) <= 500:
-            # 2**(ex + ey) is a normal float64: one exact multiplication (ldexp is slow)
-            out = scaled * (xp.ldexp(1.0, ex)[:, None] * xp.ldexp(1.0, ey)[None, :])
-        else:
-            out = xp.ldexp(scaled, ex[:, None] + ey[None, :])
-        bound = (4.0 * x.shape[1] * float(np.finfo(np.float64).eps)) * (
-            xp.sqrt(xp.sum(xs * xs, axis=1))[:, None] * xp.sqrt(xp.sum(ys * ys, axis=1))[None, :]
-        )
-    # exact zeros are left alone: orthogonal inputs (one-hot, disjoint supports) give them
-    redo = ((xp.abs(scaled) <= bound) & (scaled != 0)) | ~xp.isfinite(out)
-    ii, jj = xp.nonzero(redo)
-    step = max(1, _LME_CHUNK // (4 * x.shape[1]))
-    for start in range(0, int(ii.shape[0]), step):
-        i, j = ii[start : start + step], jj[start : start + step]
-        with np.errstate(over="ignore", under="ignore"):
-            out[i, j] = xp.ldexp(_accurate_dot(xs[i], ys[j], xp), ex[i] + ey[j])
-    over = ~xp.isfinite(out)
-    if bool(xp.any(over)):
-        raise FloatingPointError(
-            f"x.y overflows float64 at {int(xp.count_nonzero(over))} pair(s): the log of the "
-            "softmax kernel itself (x.y, beyond 1.8e308) cannot be represented; rescale the inputs"
-        )
-    return out
-
-
-def _accurate_dot(a, b, xp):
-    """Row-wise ``sum(a * b, axis=1)`` as if computed in twice the working precision.
-
-    Ogita, Rump and Oishi's Dot2 in a pairwise arrangement: each product is
-    split exactly into ``p + e`` (Dekker's TwoProduct with Veltkamp's
-    splitting, no fused multiply-add needed) and the ``p`` are summed with
-    TwoSum, whose rounding errors are collected with the ``e``. Entries of
-    ``a`` and ``b`` must be below 1 in magnitude (see :func:`_dot`).
-    """
-    split = 134217729.0  # 2**27 + 1
-    ca, cb = split * a, split * b
-    a_hi = ca - (ca - a)
-    b_hi = cb - (cb - b)
-    a_lo, b_lo = a - a_hi, b - b_hi
-    p = a * b
-    errors = xp.sum(((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo, axis=1)
-    while p.shape[1] > 1:
-        if p.shape[1] % 2:
-            p = xp.concatenate([p, xp.zeros((p.shape[0], 1))], axis=1)
-        u, v = p[:, 0::2], p[:, 1::2]
-        total = u + v
-        w = total - u
-        errors = errors + xp.sum((u - (total - w)) + (v - w), axis=1)
-        p = total
-    return p[:, 0] + errors
-
-
-def softmax_kernel(X, Y):
-    r"""The exact softmax kernel exp(X @ Y.T).
-
-    Parameters
-    ----------
-    X : array_like of shape (n_x, d) or (d,)
-    Y : array_like of shape (n_y, d) or (d,)
-
-    Returns
-    -------
-    K : ndarray of shape (n_x, n_y)
-        :math:`SM(x, y) = e^{x^\top y}`; a 1-D argument's axis is dropped.
-
-    Raises
-    ------
-    ValueError
-        Non-finite or badly shaped inputs, d mismatch.
-    FloatingPointError
-        If exp overflows; use :func:`log_softmax_kernel`.
-
-    References
-    ----------
-    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
-       ICLR 2021. https://arxiv.org/abs/2009.14794
-    """
-    xp, x, y, _, x1, y1 = _check_pair(X, Y)
-    _check_memory_pairs(x, y, None, xp)
-    log_k = _dot(x, y, xp)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        k = xp.exp(log_k)
-    _require_finite(k, xp, "softmax_kernel", "log_softmax_kernel")
-    return _squeeze(k, x1, y1)
-
-
-# --------------------------------------------------------------- log domain
-
-
-def log_softmax_kernel(X, Y):
-    r"""log SM(X, Y) = X @ Y.T, the log-domain companion of :func:`softmax_kernel`.
-
-    Parameters
-    ----------
-    X : array_like of shape (n_x, d) or (d,)
-    Y : array_like of shape (n_y, d) or (d,)
-
-    Returns
-    -------
-    L : ndarray of shape (n_x, n_y)
-        ``x.y`` for every pair, computed without intermediate overflow (each
-        vector is scaled by a power of two first): finite whenever the
-        value itself is a float64, e.g. 0 for ``[1e200, 1e200]`` and
-        ``[1e200, -1e200]``. A 1-D argument's axis is dropped.
-
-    Raises
-    ------
-    ValueError
-        Non-finite, non-real or badly shaped inputs, d mismatch.
-    FloatingPointError
-        If some ``x.y`` is beyond float64 (about 1.8e308), where not even the
-        log of the kernel can be represented.
-
-    References
-    ----------
-    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
-       ICLR 2021. https://arxiv.org/abs/2009.14794
-    """
-    xp, x, y, _, x1, y1 = _check_pair(X, Y)
-    _check_memory_pairs(x, y, None, xp)
-    return _squeeze(_dot(x, y, xp), x1, y1)
+    require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
+    return squeeze_pairs(k, x1, y1)
 
 
 def _log_matmul_exp(a, b, xp):
@@ -725,7 +488,7 @@ def _log_matmul_exp(a, b, xp):
     ii, jj = xp.nonzero(s < _LME_TINY)
     n_bad = int(ii.shape[0])
     if n_bad:
-        step = max(1, _LME_CHUNK // a.shape[1])
+        step = max(1, LME_CHUNK // a.shape[1])
         for start in range(0, n_bad, step):
             i = ii[start : start + step]
             j = jj[start : start + step]
@@ -800,8 +563,8 @@ def log_estimate(X, Y, W, kind, *, A=None):
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
-    xp, x, y, w, x1, y1 = _check_pair(X, Y, W, kind, A)
-    _check_memory_pairs(x, y, w, xp)
+    xp, x, y, w, x1, y1 = check_pair(X, Y, W, kind, A)
+    check_memory_pairs(x, y, w, xp)
     A = _resolve_a(check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         sign, logabs = _log_estimate(x, y, w, kind, xp, A)
@@ -811,7 +574,7 @@ def log_estimate(X, Y, W, kind, *, A=None):
             f"log_estimate(kind={kind!r}) overflowed: |x|^2 or the projections W @ x "
             "are too large to represent even in the log domain"
         )
-    return _squeeze(sign, x1, y1), _squeeze(logabs, x1, y1)
+    return squeeze_pairs(sign, x1, y1), squeeze_pairs(logabs, x1, y1)
 
 
 def _log_estimate(x, y, w, kind, xp, A=None):

@@ -331,7 +331,7 @@ def test_log_estimate_batch_equals_pairs_with_chunked_fallback(kind, monkeypatch
     Y = np.vstack([-big, 0.5 * rng.standard_normal((3, 2))])
     W = np.vstack([20.0 * np.eye(2), 0.1 * rng.standard_normal((3, 2))])
     pairs = np.array([[log_estimate(x, y, W, kind)[1] for y in Y] for x in X])
-    monkeypatch.setattr(features_mod, "_LME_CHUNK", 5)  # force several fallback chunks
+    monkeypatch.setattr(features_mod, "LME_CHUNK", 5)  # force several fallback chunks
     sign, logabs = log_estimate(X, Y, W, kind)
     assert np.all(sign == 1.0)
     np.testing.assert_allclose(logabs, pairs, rtol=1e-13)

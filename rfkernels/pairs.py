@@ -1,0 +1,112 @@
+"""The checks every function of a pair of row sets shares: feature maps, estimates, the exact kernel.
+
+``(X, Y, W)`` are validated once here, at the public entry, and the layers
+below trust the arrays they get: the same array module (NumPy or CuPy),
+float64 rows of the same dimension, memory within bounds, and a result that
+is finite or an error naming the log-domain function to use instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .backends import get_array_module
+from .estimators import oprf
+from .estimators.registry import check_kind
+from .estimators.spec import refuse_parameter
+from .validation import check_finite, check_memory, check_same_d
+
+def check_rows(value, name, xp):
+    """A finite float64 array of shape (n, d) and whether it came in 1-D."""
+    arr = check_finite(value, name, xp)
+    if arr.ndim == 1:
+        if arr.shape[0] < 1:
+            raise ValueError(f"{name} must have d >= 1 entries; got shape {arr.shape}")
+        return arr[None, :], True
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 1-D vector (d,) or a 2-D array (n, d); got shape {arr.shape}"
+        )
+    if arr.shape[1] < 1:
+        raise ValueError(f"{name} must have d >= 1 columns; got shape {arr.shape}")
+    return arr, False
+
+
+def check_projections(value, xp):
+    w = check_finite(value, "W", xp)
+    if w.ndim != 2:
+        raise ValueError(f"W must be a 2-D array of shape (m, d); got shape {w.shape}")
+    if w.shape[0] < 1 or w.shape[1] < 1:
+        raise ValueError(f"W must have m >= 1 rows and d >= 1 columns; got shape {w.shape}")
+    return w
+
+
+def check_pair(X, Y, W=None, kind=None, A=None):
+    """Validate everything before any work; returns xp, arrays and squeeze flags."""
+    args = (X, Y) if W is None else (X, Y, W)
+    xp = get_array_module(*args)
+    if kind is not None:
+        check_kind(kind)
+        check_oprf_a(kind, A)
+    x, x1 = check_rows(X, "X", xp)
+    y, y1 = check_rows(Y, "Y", xp)
+    if W is None:
+        check_same_d([x.shape, y.shape], ["X", "Y"])
+        return xp, x, y, None, x1, y1
+    w = check_projections(W, xp)
+    check_same_d([x.shape, y.shape, w.shape], ["X", "Y", "W"])
+    return xp, x, y, w, x1, y1
+
+
+def check_memory_pairs(x, y, w, xp):
+    """Refuse, before any work, a call whose arrays would not fit in memory (NumPy only).
+
+    Features of X and Y (up to 2m columns each, with a few temporaries) and
+    the (n_x, n_y) result with as many temporaries.
+    """
+    if xp is not np:
+        return
+    r = 0 if w is None else 2 * w.shape[0]
+    n_x, n_y = x.shape[0], 0 if y is None else y.shape[0]
+    nbytes = 8 * (4 * (n_x + n_y) * r + 4 * n_x * n_y)
+    if r:
+        what = f"features of n_x={n_x}, n_y={n_y} inputs with m={r // 2} projections"
+    else:
+        what = f"a kernel of n_x={n_x}, n_y={n_y} inputs"
+    check_memory(nbytes, what)
+
+
+def squeeze_pairs(a, x1, y1):
+    """Drop the row axis of a 1-D X and/or Y from an (n_x, n_y) result."""
+    if x1 and y1:
+        return a[0, 0]
+    if x1:
+        return a[0]
+    if y1:
+        return a[:, 0]
+    return a
+
+
+def require_finite(a, xp, what, log_name):
+    if not bool(xp.all(xp.isfinite(a))):
+        raise FloatingPointError(
+            f"{what} overflowed (inf or NaN): the input is too large for the linear "
+            f"domain; use rfkernels.{log_name}, which works in the log domain"
+        )
+    return a
+
+
+def check_oprf_a(kind, A):
+    """The OPRF parameter: ``'auto'`` or a float < 1/8 for kind 'oprf', None for every other kind."""
+    if kind != "oprf":
+        if A is not None:
+            refuse_parameter("A", A, kind)
+        return None
+    if A is None:
+        raise ValueError(
+            "kind='oprf' needs its parameter A: a float < 1/8 shared by every pair of inputs, "
+            "or A='auto' (the optimal A* for the mean |x_i + y_j|^2 / d over all pairs, "
+            "rfkernels.features.oprf_auto_a); got None")
+    if isinstance(A, str) and A == "auto":
+        return A
+    return oprf.check_a(A)  # the one check of A (a float < 1/8)
