@@ -14,7 +14,8 @@ identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 
 from .validation import ENSEMBLES, KINDS, NORMS, PAPER_KINDS
 from .attention import favor_attention, softmax_attention
-from .features import estimate, feature_map, log_estimate, log_softmax_kernel, softmax_kernel
+from .features import estimate, feature_map, log_estimate
+from .softmax import log_softmax_kernel, softmax_kernel
 from .theory import pair
 from .projections import draw_projections
 
@@ -22,7 +23,7 @@ from .attention import linear_attention
 from .features import FEATURE_MAPS, feature_dimension
 from .transformer import RandomFeatures
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "ENSEMBLES",

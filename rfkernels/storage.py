@@ -76,7 +76,7 @@ def package_versions():
     import numpy
     import scipy
 
-    from . import __version__
+    from .version import __version__
 
     return {"rfkernels": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
             "scipy": scipy.__version__, "numba": numba.__version__}
