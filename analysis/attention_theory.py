@@ -303,7 +303,7 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
         When the key blocks or the batch of residuals would not fit.
     OverflowError
         When a predicted row MSE is beyond float64 (reported, never inf or a
-        false 0), or some |q|² or |k|² is beyond about 4.5e9, before any work.
+        false 0), or some ``|q|²`` or ``|k|²`` is beyond about 4.5e9, before any work.
 
     Notes
     -----
