@@ -165,9 +165,26 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"rfkernels {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``rfkernels figures --list | head -2``)
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a pipe's writer
     except USER_ERRORS as exc:
         print(f"rfkernels {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _silence_stdout():
+    """Point stdout at /dev/null, so that the interpreter's last flush does not fail again.
+
+    (Python's documentation, "Note on SIGPIPE", signal module.)
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured by a test)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover - use the registry of the imported module

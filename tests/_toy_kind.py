@@ -23,7 +23,7 @@ def terms(p, w2, length, consts, xp):
     return elem.exp(2.0 * length * p - 2.0 * length * length, xp)
 
 
-@scalar(inline="always")
+@scalar(inline="never")
 def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
     for i in range(m):
         p[i] = exp(2.0 * length * p[i] - 2.0 * length * length)

@@ -337,3 +337,20 @@ def test_attention_recognises_its_output_with_crlf_line_ends(bom, tmp_path, caps
     capsys.readouterr()
     assert main(argv) == 0, capsys.readouterr().err  # replaced without --force
     assert b"\r" not in out.read_bytes()
+
+
+def test_a_closed_pipe_ends_quietly():
+    """``rfkernels figures --list | head -1``: no "Broken pipe" error and no traceback, status 141."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "rfkernels", "figures", "--list"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == ""
