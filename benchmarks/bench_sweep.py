@@ -159,7 +159,7 @@ def main():
         sys.stdout.flush()
     r = resume_run(args.angles)
     print(f"resume of the same sweep cut at half its bytes (the half checked row by row, the rest "
-          f"computed, then the rewrite in grid order): {r['seconds']:.2f} s, peak RSS "
+          f"computed and appended in grid order, so no rewrite): {r['seconds']:.2f} s, peak RSS "
           f"{r['peak_rss_mib']:.0f} MiB, table identical to the uninterrupted one: {r['identical']}")
 
 

@@ -18,6 +18,9 @@ import numpy as np
 import pytest
 from rfkernels.analysis import points as compare_mod
 from rfkernels.analysis import sweep as sweep_mod
+from rfkernels.analysis.comparison import RESULT_COLUMNS
+from rfkernels.analysis.sweep import executors, grid as grid_mod, rows as rows_mod
+from rfkernels.analysis.sweep import theory_only
 from rfkernels.analysis.comparison import bias_audit, compare
 from rfkernels.analysis.points import point_id, point_ids, point_seed
 from rfkernels.analysis.sweep import (
@@ -478,13 +481,14 @@ _REAL_RUN_POINT = sweep_mod.run_point
 SLOW_WRITER = textwrap.dedent("""
     import os, sys, time
     from rfkernels.analysis import sweep
-    real = sweep.run_point
+    from rfkernels.analysis.sweep import executors
+    real = executors.run_point
     def slow(point, run):  # holds the folder until the test creates the file 'go'
         deadline = time.time() + 60
         while not os.path.exists(sys.argv[2]) and time.time() < deadline:
             time.sleep(0.02)
         return real(point, run)
-    sweep.run_point = slow
+    executors.run_point = slow
     spec = sweep.SweepSpec.from_dict({"d": [4], "m": [2, 4, 8], "angle": [0.5, 2.0]},
                                      {"trials": 200, "seed": 3})
     sweep.run_sweep(spec, sys.argv[1])
@@ -615,10 +619,10 @@ def test_resume_refuses_rows_of_points_outside_the_grid(small_table, tmp_path):
     lines = path.read_text().splitlines(keepends=True)
     row = dict(zip(COLUMNS, next(csv.reader([lines[4]]))))
     row["angle"] = 0.7
-    row["point_id"] = point_id({a: row[a] for a in sweep_mod.GRID_AXES if a != "norm_sum"}
+    row["point_id"] = point_id({a: row[a] for a in compare_mod.GRID_AXES if a != "norm_sum"}
                                | {"d": 4, "m": int(row["m"]), "norm_x": 0.4, "norm_y": 0.5,
                                   "norm_sum": None})
-    lines[4] = sweep_mod._row_line(row)
+    lines[4] = rows_mod.row_line(row)
     path.write_text("".join(lines))
     assert len(load_table(path)) == len(lines) - 1  # a valid table...
     with pytest.raises(SweepError, match="line 5 is not a point of this grid"):
@@ -643,19 +647,19 @@ def _theory_reference_lines(spec):
     for i, p in enumerate(spec.points()):
         r = dict(p)
         r["point_id"] = point_id(p)
-        r.update({k: float("nan") for k in sweep_mod.RESULT_COLUMNS})
+        r.update({k: float("nan") for k in RESULT_COLUMNS})
         r["trials"], r["tail_ok"], r["seconds"] = 0, "", 0.0
         for name in ("mse_exact", "mse_lemma2", "theorem2_bound"):
             r[name] = float(cols[name][i])
         r["note"] = str(cols["note"][i])
-        lines.append(sweep_mod._row_line(r))
+        lines.append(rows_mod.row_line(r))
     return ",".join(COLUMNS) + "\n" + "".join(lines)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_theory_only_tables_are_byte_identical_to_row_by_row_formatting(tmp_path, monkeypatch,
                                                                         workers):
-    monkeypatch.setattr(sweep_mod, "THEORY_BLOCK", 97)  # several blocks, ragged last one
+    monkeypatch.setattr(theory_only, "THEORY_BLOCK", 97)  # several blocks, ragged last one
     grid = {"kind": ["positive", "trig", "hyperbolic"], "ensemble": ["iid", "orthogonal"],
             "norms": ["chi", "fixed"], "backend": ["numpy", "numba"], "d": [3, 8],
             "m": [1, 5, 20], "angle": [0.0, 1 / 3, 3.0], "norm_x": [0.2, 30.0], "norm_y": [0.7, 30.0]}
@@ -677,8 +681,8 @@ def test_point_ids_equal_point_id():
     spec = SweepSpec.from_dict({"kind": ["trig", "positive"], "backend": ["numpy", "numba"],
                                 "d": [3, 8], "m": [2, 20], "angle": [0.0, 0.1, 3.0],
                                 "norm_sum": [0.3, 1]}, {"theory_only": True})
-    assert sweep_mod._grid_ids(spec) == [point_id(p) for p in spec.points()]
-    values = sweep_mod._axis_values(spec)
+    assert grid_mod.grid_ids(spec) == [point_id(p) for p in spec.points()]
+    values = grid_mod.axis_values(spec)
     one = {a: np.array([len(v) - 1]) for a, v in values.items()}
     assert point_ids(values, one) == [point_id(spec.points()[-1])]
 
@@ -694,7 +698,7 @@ def test_grid_points_are_a_lazy_sequence():
 
 def test_theory_only_appends_are_batched(tmp_path, monkeypatch):
     """fsync at most once a second (and at the end), not once per row."""
-    monkeypatch.setattr(sweep_mod, "THEORY_BLOCK", 500)
+    monkeypatch.setattr(theory_only, "THEORY_BLOCK", 500)
     calls = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
@@ -812,7 +816,7 @@ def test_full_disk_mid_sweep_keeps_complete_rows_and_resumes(tmp_path, monkeypat
 
 def test_unreachable_dask_scheduler(tmp_path, capsys, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr(sweep_mod, "DASK_CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(executors, "DASK_CONNECT_TIMEOUT", 0.5)
     out = tmp_path / "o"
     argv = ["sweep", "--d", "4", "--m", "2", "--angle", "0.5", "--trials", "100",
             "--scheduler", "tcp://127.0.0.1:1", "--out", str(out)]
@@ -832,11 +836,11 @@ def _dies_at_m4(point, run):
 
 def test_a_killed_pool_worker_is_reported_and_resume_continues(tmp_path, monkeypatch):
     spec = SweepSpec.from_dict(SMALL, {**SMALL_RUN, "trials": 300})
-    monkeypatch.setattr(sweep_mod, "run_point", _dies_at_m4)
+    monkeypatch.setattr(executors, "run_point", _dies_at_m4)
     with pytest.raises(RuntimeError, match=r"a worker process of the sweep died .*rerun with "
                                            r"--resume"):
         run_sweep(spec, tmp_path / "o", workers=2)
-    monkeypatch.setattr(sweep_mod, "run_point", _REAL_RUN_POINT)
+    monkeypatch.setattr(executors, "run_point", _REAL_RUN_POINT)
     text = (tmp_path / "o" / "results.csv").read_text() if (tmp_path / "o").exists() else ""
     assert text == "" or text.endswith("\n")
     resumed = run_sweep(spec, tmp_path / "o", resume=True)
@@ -870,11 +874,12 @@ def test_binary_toml_names_the_file(tmp_path, capsys):
 ORPHANING_WRITER = textwrap.dedent("""
     import sys, time
     from rfkernels.analysis import sweep
-    real = sweep.run_point
+    from rfkernels.analysis.sweep import executors
+    real = executors.run_point
     def slow(point, run):
         time.sleep(20)
         return real(point, run)
-    sweep.run_point = slow
+    executors.run_point = slow
     spec = sweep.SweepSpec.from_dict({"d": [4], "m": [2, 4], "angle": [0.5, 2.0]},
                                      {"trials": 200, "seed": 3})
     sweep.run_sweep(spec, sys.argv[1], workers=2)
@@ -906,7 +911,8 @@ def test_pool_workers_of_a_killed_sweep_do_not_hold_the_lock(tmp_path):
         time.sleep(0.5)  # the workers have run their initializer and started a point
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert all(os.path.exists(f"/proc/{c}") for c in workers)  # still sleeping in a point
+        # the workers die with the sweep (tests/test_sweep_faults.py); alive or not, they
+        # hold no copy of the lock
         spec = SweepSpec.from_dict({"d": [4], "m": [2, 4], "angle": [0.5, 2.0]},
                                    {"trials": 200, "seed": 3})
         path = run_sweep(spec, out, resume=True)  # not "another sweep (pid N) is writing"
