@@ -453,3 +453,40 @@ def test_a_resume_that_appends_after_the_last_row_needs_no_rewrite(tmp_path, mon
     monkeypatch.setattr(runner, "rewrite_in_grid_order", refuse)
     got = _lines_of(run_sweep(spec, out, resume=True))
     assert _without_seconds("".join(got)) == _without_seconds("".join(want))
+
+
+# ---------------------------------------------------------------------------
+# The sidecar's nulls have reasons; a full disk names the table
+# ---------------------------------------------------------------------------
+
+
+def test_every_null_of_the_sidecar_has_its_reason(tmp_path):
+    import json
+
+    out = tmp_path / "out"
+    run_sweep(SweepSpec.from_dict(SMALL, SMALL_RUN), str(out), progress=False)
+    meta = json.loads((out / "sweep.json").read_text())
+
+    def nulls(value, prefix=""):
+        if isinstance(value, dict):
+            return [k for key, v in value.items() for k in nulls(v, f"{prefix}{key}.")]
+        return [prefix[:-1]] if value is None else []
+
+    found = nulls({k: v for k, v in meta.items() if k != "null_reasons"})
+    assert "run.chunk" in found and "execution.scheduler" in found
+    assert sorted(meta["null_reasons"]) == sorted(found)
+    assert "default chunk" in meta["null_reasons"]["run.chunk"]
+
+
+def test_a_full_disk_names_the_results_table(tmp_path, monkeypatch):
+    import errno
+
+    from rfkernels.analysis.sweep import SweepIOError, folder
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(folder.os, "write", full)
+    out = tmp_path / "out"
+    with pytest.raises(SweepIOError, match=r"No space left on device \(.*results\.csv\)"):
+        run_sweep(SweepSpec.from_dict(SMALL, SMALL_RUN), str(out), progress=False)

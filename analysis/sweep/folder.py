@@ -136,7 +136,7 @@ class Appender:
     """
 
     def __init__(self, path, out_dir, newline="\n"):
-        self.out_dir, self.newline = out_dir, newline
+        self.path, self.out_dir, self.newline = path, out_dir, newline
         with folder_io(out_dir):
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             self.size = os.fstat(self.fd).st_size
@@ -150,10 +150,15 @@ class Appender:
         data = memoryview(raw)
         try:
             with folder_io(self.out_dir):
-                while data:
-                    data = data[os.write(self.fd, data):]
-                if time.monotonic() - self.synced >= SYNC_INTERVAL:
-                    self.sync()
+                try:
+                    while data:
+                        data = data[os.write(self.fd, data):]
+                    if time.monotonic() - self.synced >= SYNC_INTERVAL:
+                        self.sync()
+                except OSError as exc:  # os.write names no file: name the table
+                    if exc.filename is not None:
+                        raise
+                    raise OSError(exc.errno, exc.strerror, self.path) from exc
         except BaseException:
             try:
                 os.ftruncate(self.fd, self.size)

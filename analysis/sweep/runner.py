@@ -163,8 +163,16 @@ class _Order:
         return np.concatenate((self.before, np.asarray(self.new, dtype=np.int64)))
 
 
+#: Why a sidecar value is null, by its dotted key (``null_reasons`` records one per null).
+NULL_REASONS = {
+    "run.chunk": "not given: each backend's default chunk (rfkernels.engine.default_chunk)",
+    "execution.scheduler": "no Dask scheduler: a local run",
+    "git_revision": "not run from a git checkout",
+}
+
+
 def _meta(spec, how, status):
-    return {
+    meta = {
         "format": FORMAT, "fingerprint": spec.fingerprint(), **spec.to_dict(),
         "root_seed": spec.run["seed"], "n_points": len(spec.points()), "columns": list(COLUMNS),
         "versions": package_versions(), "git_revision": git_revision(),
@@ -173,6 +181,15 @@ def _meta(spec, how, status):
                       "scheduler": how.scheduler or (None if how.given_client is None
                                                      else "client")},
     }
+    meta["null_reasons"] = {key: NULL_REASONS.get(key, "not given") for key in _null_keys(meta)}
+    return meta
+
+
+def _null_keys(value, prefix=""):
+    """Dotted keys of the nulls in nested mappings."""
+    if isinstance(value, dict):
+        return [k for key, v in value.items() for k in _null_keys(v, f"{prefix}{key}.")]
+    return [prefix[:-1]] if value is None else []
 
 
 def _run(spec, out_dir, before, how, state):
