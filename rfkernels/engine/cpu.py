@@ -717,8 +717,8 @@ def constants_args(kind, length, oprf):
     return float(length), 0.0, 0.0
 
 
-#: Seconds a cold compile of the kernel took, measured (see docs/performance.md).
-COLD_COMPILE_NOTE = "about 5-10 s on 2 cores, per estimator and ensemble"
+#: Seconds a cold compile of the kernel took, measured (python benchmarks/bench_first_run.py; docs/performance.md).
+COLD_COMPILE_NOTE = "about 10-25 s on 2 cores, per estimator and ensemble"
 
 
 def compile_pending(dispatcher=None):
