@@ -6,7 +6,10 @@ import sys
 import time
 
 from .cli import command
-from ._options import ExtendList, int_value, str_list
+from ._options import ExtendList, int_range, int_value, str_list
+
+#: Most worker processes of ``--workers`` (a pool's queues overflow a C int beyond 2**31 - 2).
+MAX_WORKERS = 1024
 
 
 def _add(p):
@@ -18,6 +21,9 @@ def _add(p):
     p.add_argument("--quick", action="store_true",
                    help="fewer Monte Carlo trials (a smoke run, well under a minute on 2 cores)")
     p.add_argument("--seed", type=int_value, default=0, help="root seed of every Monte Carlo point")
+    p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
+                   help="worker processes making figures side by side, longest first, with the "
+                        "same files and numbers (default: the usable CPUs; 1: in this process)")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
 
 
@@ -25,8 +31,7 @@ def _add(p):
 def _run(args):
     import os
 
-    from ..figures import FIGURES, figure_module, make_figures
-    from ..figures._output import REPORT_NAME
+    from ..figures import FIGURES, REPORT_NAME, figure_module, make_figures, usable_cpus
     from ..figures.report import summarise
 
     if args.list:
@@ -49,10 +54,11 @@ def _run(args):
         bar.n = done
         bar.refresh()
 
+    workers = usable_cpus() if args.workers is None else args.workers
     start = time.perf_counter()
     try:  # checks --out (a folder, writable, holding only this command's files) before any figure
         results = make_figures(args.out, only=names, quick=args.quick, seed=args.seed,
-                               progress=progress)
+                               progress=progress, workers=workers)
     finally:
         for bar in bars.values():
             bar.close()

@@ -4,11 +4,19 @@
 :func:`rfkernels.analysis.attention_mse` tables (L = 4096, d = 16, 15 random
 inputs, m = 2..256, the paper's three kinds, iid and orthogonal) at
 different input scales σ; within one process each table, and each
-first-order theory line, is computed once and reused (``rfkernels figures``
-runs the figures in one process).
+first-order theory line, is computed once and reused.
+
+On a pool of worker processes (``rfkernels figures --workers N``) each
+table and each theory line is a :class:`Part` of its own, computed once on
+any worker and preloaded (:meth:`Part.preload`) into the worker that makes
+a figure needing it; a figure module lists its parts with ``shared(quick,
+seed)``. The parts are deterministic (seeded by the study's seed and σ),
+so a figure's numbers do not depend on where its parts were computed.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from rfkernels import feature_dimension
@@ -102,3 +110,55 @@ def bars(mean, spread):
     lower = np.where(log_space, mean - mean / factor, spread)
     upper = np.where(log_space, mean * factor - mean, spread)
     return lower, upper, log_space
+
+
+#: Seconds of one shared part, warm, alone on 2 idle cores: {what: {quick: seconds}} (see
+#: :func:`rfkernels.figures.budget`; each figure's ``BUDGET`` leaves its parts out).
+PART_BUDGET = {"table": {False: 9.0, True: 0.25}, "theory": {False: 3.0, True: 0.25}}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One shared computation of the study: a table (``what="table"``) or a theory line at σ.
+
+    Picklable and hashable, so that a pool can compute it on one worker and
+    send its value to the workers of the figures that need it.
+    """
+
+    what: str
+    quick: bool
+    seed: int
+    scale: float
+
+    #: The progress bar the parts report to (``rfkernels figures``).
+    group = "attention study"
+
+    @property
+    def budget(self):
+        """Declared seconds (:data:`PART_BUDGET`)."""
+        return PART_BUDGET[self.what][self.quick]
+
+    @property
+    def units(self):
+        """Progress units: those of :func:`table`, or 1 for a theory line."""
+        return units(self.quick, [self.scale]) if self.what == "table" else 1
+
+    def compute(self, progress=None):
+        """The part's value (cached here too); ``progress(n)`` as units are done."""
+        if self.what == "table":
+            return table(self.quick, self.seed, self.scale, progress=progress)
+        value = theory(self.quick, self.seed, self.scale)
+        if progress is not None:
+            progress(1)
+        return value
+
+    def preload(self, value):
+        """Store ``value`` (from :meth:`compute`, maybe in another process) in this process's cache."""
+        key = (self.quick, self.seed, self.scale)
+        (_TABLES if self.what == "table" else _THEORY)[key] = value
+
+
+def parts(quick, seed, *, tables=(), theory_lines=()):
+    """The :class:`Part` objects of the tables at σ in ``tables`` and theory lines at ``theory_lines``."""
+    return ([Part("table", bool(quick), seed, float(s)) for s in tables]
+            + [Part("theory", bool(quick), seed, float(s)) for s in theory_lines])

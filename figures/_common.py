@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -24,11 +25,42 @@ ENSEMBLE_STYLES = {"iid": {"linestyle": "--", "marker": "o"},
 
 @dataclass
 class FigureResult:
-    """What one figure module produced: files and the plotted data (rows)."""
+    """What one figure module produced: files, the plotted data (rows) and its time.
+
+    ``seconds`` and ``cpu_seconds`` (wall and CPU time of the process that
+    made it, shared parts it owns included) and ``budget_seconds`` (see
+    :func:`rfkernels.figures.budget`) are None until measured or declared.
+    """
 
     name: str
     paths: list = field(default_factory=list)
     data: dict = field(default_factory=dict)
+    seconds: float | None = None
+    cpu_seconds: float | None = None
+    budget_seconds: float | None = None
+
+
+def is_temporary_of(filename, path):
+    """Whether ``filename`` is one of :func:`rfkernels.storage.atomic_write`'s temporary files of ``path``."""
+    base = os.path.basename(os.fspath(path))
+    name = os.path.basename(os.fspath(filename))
+    return name.startswith(f".{base}.") and name.endswith(".tmp")
+
+
+@contextmanager
+def naming(path):
+    """Re-raise an ``OSError`` that names no file (or a temporary one) as one naming ``path``.
+
+    A full disk (``ENOSPC``) or a quota can fail a write, a flush or the
+    creation of the temporary file; the error then says which output it was.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None and not is_temporary_of(exc.filename, path):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc) or type(exc).__name__,
+                      os.fspath(path)) from exc
 
 
 @contextmanager
@@ -55,11 +87,12 @@ def save(fig, out_dir, stem):
     try:
         for ext in ("pdf", "png"):
             path = os.path.join(out_dir, f"{stem}.{ext}")
-            buf = io.BytesIO()
-            fig.savefig(buf, format=ext)
-            image = buf.getvalue()
-            # atomic_write's file object is text; the image bytes go to its binary buffer
-            atomic_write(path, lambda fh, image=image: fh.buffer.write(image))
+            with naming(path):
+                buf = io.BytesIO()
+                fig.savefig(buf, format=ext)
+                image = buf.getvalue()
+                # atomic_write's file object is text; the image bytes go to its binary buffer
+                atomic_write(path, lambda fh, image=image: fh.buffer.write(image))
             paths.append(path)
     finally:
         plt.close(fig)
@@ -113,7 +146,8 @@ def write_csv(out_dir, stem, rows):
             w.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else
                         repr(v) if isinstance(v, float) else v for v in (r[k] for k in keys)])
 
-    atomic_write(path, write)
+    with naming(path):
+        atomic_write(path, write)
     return path
 
 
@@ -140,15 +174,18 @@ def make_figure(module, out_dir, quick=False, seed=0, progress=None):
 
     A data entry that is a list of dicts is a table: it is written as
     ``NAME.csv`` when it is the only one, else ``NAME_KEY.csv`` (``lines``
-    being named ``theory``).
+    being named ``theory``). The result records the wall and CPU seconds
+    of this process it took.
     """
+    start, cpu = time.perf_counter(), time.process_time()
     data = module.compute(quick, seed, progress)
     paths = module.plot(data, out_dir)
     tables = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
     for key, rows in tables.items():
         stem = module.NAME if len(tables) == 1 else f"{module.NAME}_{'theory' if key == 'lines' else key}"
         paths.append(write_csv(out_dir, stem, rows))
-    return FigureResult(module.NAME, paths, data)
+    return FigureResult(module.NAME, paths, data, seconds=time.perf_counter() - start,
+                        cpu_seconds=time.process_time() - cpu)
 
 
 def theory_curves(ax, lines, x, label):

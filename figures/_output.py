@@ -19,6 +19,8 @@ import tempfile
 
 from rfkernels.storage import atomic_write
 
+from ._common import naming
+
 #: The manifest beside the figures (format, provenance, the files written).
 MANIFEST_NAME = "figures.json"
 #: Its ``format`` field.
@@ -111,5 +113,7 @@ def manifest_files(out_dir):
 def write_manifest(out_dir, meta):
     """Write ``figures.json`` (strict JSON: no NaN or infinity) atomically; returns its path."""
     path = os.path.join(out_dir, MANIFEST_NAME)
-    atomic_write(path, json.dumps(meta, indent=1, allow_nan=False) + "\n")
+    text = json.dumps(meta, indent=1, allow_nan=False) + "\n"
+    with naming(path):
+        atomic_write(path, text)
     return path

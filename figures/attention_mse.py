@@ -32,9 +32,19 @@ TITLE = "Figure 4 (paper): attention-output MSE against m"
 KINDS = ("positive", "hyperbolic", "trig")
 
 
+#: Seconds of this figure's own work, warm, alone on 2 idle cores: {quick: seconds}; the
+#: study's parts (:func:`shared`) have their own (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 2.0, True: 1.5}
+
+
 def settings(quick):
     cfg = study.settings(quick)
     return {"L": cfg["L"], "d": cfg["d"], "m_values": cfg["m_values"], "samples": cfg["samples"]}
+
+
+def shared(quick, seed):
+    """The study's parts :func:`compute` uses: the table and the theory line at σ = 1."""
+    return study.parts(quick, seed, tables=[1.0], theory_lines=[1.0])
 
 
 def compute(quick=False, seed=0, progress=None):

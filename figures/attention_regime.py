@@ -40,10 +40,20 @@ PANELS = (("trig/positive", "iid", "claim 1, iid: log10(trig / positive)", 3.0),
           ("orthogonal/iid", "hyperbolic", "claim 2, hyperbolic: log10(iid / orthogonal)", 1.0))
 
 
+#: Seconds of this figure's own work, warm, alone on 2 idle cores: {quick: seconds}; the
+#: study's parts (:func:`shared`) have their own (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 2.0, True: 2.0}
+
+
 def settings(quick):
     cfg = study.settings(quick)
     return {"L": cfg["L"], "d": cfg["d"], "samples": cfg["samples"], "m_values": cfg["m_values"],
             "scales": cfg["scales"]}
+
+
+def shared(quick, seed):
+    """The study's parts :func:`compute` uses: the tables at every σ of the map."""
+    return study.parts(quick, seed, tables=settings(quick)["scales"])
 
 
 def compute(quick=False, seed=0, progress=None):

@@ -8,7 +8,7 @@ of positive iid features (FAVOR+ without coupling), against |u|^2, for d in
 on |u|^2 and d only.
 
 Monte Carlo markers at tame points (small |u|^2): through the reduced sampler
-where :mod:`rfkernels.reduced` has one for the kind and ensemble
+where :mod:`rfkernels.engine` has one for the kind and ensemble
 (``REDUCED_KINDS``, ``REDUCED_ENSEMBLES``, read at run time), at every d;
 otherwise through the literal sampler (drawing the projections and feature
 maps), with fewer trials and at d = 16 only, which keeps the figure cheap.
@@ -20,13 +20,15 @@ import numpy as np
 from rfkernels.analysis.comparison import evaluate_point
 from rfkernels.analysis.points import point_seed
 
-from rfkernels import reduced, theory
+from rfkernels import engine, theory
 
 from ._common import legend_below, paper_style, save
 from ._mc import BACKEND, PROPOSAL
 
 NAME = "beyond"
 TITLE = "OPRF and simplex features against FAVOR+: exact MSE ratio to positive iid"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 9.5, True: 3.0}
 DIMS = (16, 64, 256)
 #: (kind, ensemble) of each line; the reference is ("positive", "iid").
 SERIES = (("positive", "orthogonal"), ("oprf", "iid"), ("oprf", "orthogonal"),
@@ -52,8 +54,8 @@ LITERAL_DIMS = (16,)
 
 
 def mc_method(kind, ensemble):
-    """'reduced' where :mod:`rfkernels.reduced` samples (kind, ensemble) now, else 'literal'."""
-    ok = kind in reduced.REDUCED_KINDS and ensemble in reduced.REDUCED_ENSEMBLES
+    """'reduced' where :mod:`rfkernels.engine` samples (kind, ensemble) now, else 'literal'."""
+    ok = kind in engine.REDUCED_KINDS and ensemble in engine.REDUCED_ENSEMBLES
     return "reduced" if ok else "literal"
 
 

@@ -19,6 +19,8 @@ from ._common import paper_style, save
 
 NAME = "bias_audit"
 TITLE = "Bias of the orthogonal positive estimator: unfixed QR vs Haar"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 6.0, True: 2.0}
 D = M = 16
 
 

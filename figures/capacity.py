@@ -18,6 +18,11 @@ from ._common import counter, legend_below, paper_style, save
 
 NAME = "capacity"
 TITLE = "Kernel Zoo: memory capacity of ELU+1, DPFP-ν and FAVOR+ (least squares and sum rule)"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 4.5, True: 1.5}
+#: Its numbers depend on the BLAS threads (LAPACK's SVD rounds differently on 1 and 2 threads),
+#: so a worker process runs it with the BLAS threads a run in one process has.
+SAME_BLAS_THREADS = True
 
 _BLUES = ("#9ecae1", "#4292c6", "#2171b5", "#08306b")
 _ORANGES = ("#fdae6b", "#e6550d", "#a63603")

@@ -8,14 +8,14 @@ Beyond the paper (``docs/beyond.rst``), the same budget for OPRF features
 (one per projection, at each pair's optimal A*, iid and orthogonal) and
 simplex positive features (m = r = 2d: two stacked simplex blocks): exact
 lines (the ``beyond`` table), with Monte Carlo markers for those that
-:mod:`rfkernels.reduced` samples (read at run time).
+:mod:`rfkernels.engine` samples (read at run time).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rfkernels import reduced, theory
+from rfkernels import engine, theory
 
 from ._common import (
     KIND_COLOURS,
@@ -31,6 +31,8 @@ from .mse_vs_angle import limit_to_interior
 
 NAME = "feature_budget"
 TITLE = "Equal feature budget r: hyperbolic vs positive vs trig"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 10.0, True: 1.5}
 D, R, NORM = 16, 32, 0.5
 KINDS = ("positive", "hyperbolic", "trig")
 PROJECTIONS = {"positive": R, "hyperbolic": R // 2, "trig": R // 2}
@@ -46,7 +48,7 @@ BEYOND_MC = (("oprf", "orthogonal"), ("positive", "simplex"))
 
 
 def _sampled(kind, ensemble):
-    return kind in reduced.REDUCED_KINDS and ensemble in reduced.REDUCED_ENSEMBLES
+    return kind in engine.REDUCED_KINDS and ensemble in engine.REDUCED_ENSEMBLES
 
 
 def compute(quick=False, seed=0, progress=None):

@@ -41,11 +41,22 @@ M_MAX = 128
 BARS = "sd"
 
 
+#: Seconds of this figure's own work, warm, alone on 2 idle cores: {quick: seconds}; the
+#: study's parts (:func:`shared`) have their own (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 3.0, True: 3.0}
+
+
 def settings(quick):
     cfg = study.settings(quick)
     return {"L": cfg["L"], "d": cfg["d"], "samples": cfg["samples"],
             "m_values": [m for m in cfg["m_values"] if m <= M_MAX],
             "scales": (study.CLAIMS_SCALE, 1.0)}
+
+
+def shared(quick, seed):
+    """The study's parts :func:`compute` uses: the tables and theory lines at both σ."""
+    scales = settings(quick)["scales"]
+    return study.parts(quick, seed, tables=scales, theory_lines=scales)
 
 
 def compute(quick=False, seed=0, progress=None):

@@ -12,6 +12,8 @@ from ._mc import mc_point, run_info
 
 NAME = "mse_vs_angle"
 TITLE = "MSE against the angle, three estimators, iid and orthogonal"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 8.0, True: 1.5}
 D, M, NORM = 16, 16, 0.5
 KINDS = ("positive", "hyperbolic", "trig")
 

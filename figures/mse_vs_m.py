@@ -18,6 +18,8 @@ from ._mc import mc_point, run_info
 
 NAME = "mse_vs_m"
 TITLE = "Theory vs Monte Carlo against m (log-log), each estimator"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 14.0, True: 2.0}
 D, NORM, ANGLE = 16, 0.5, np.pi / 3
 KINDS = ("positive", "hyperbolic", "trig")
 

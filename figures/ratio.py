@@ -18,6 +18,8 @@ from ._mc import mc_point, run_info
 
 NAME = "ratio"
 TITLE = "Figure 2 (paper): MSE ratio trig / positive over angle and length"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 6.0, True: 2.5}
 SLICE_L = 1.0
 D = 2  # the iid MSEs do not depend on d beyond the geometry
 

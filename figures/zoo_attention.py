@@ -29,6 +29,8 @@ from ._common import (
 
 NAME = "zoo_attention"
 TITLE = "Kernel Zoo: attention-output MSE of ELU+1, DPFP-ν and FAVOR+ against d_dot"
+#: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
+BUDGET = {False: 12.0, True: 1.0}
 SCALES = (1.0, 2.0)
 ZOO_COLOURS = {"elu1": "#CC79A7", "dpfp": "#E69F00"}
 

@@ -34,8 +34,8 @@ def test_beyond_lines_are_the_exact_mse_ratio(d):
 
 def test_beyond_monte_carlo_uses_literal_where_no_reduced_sampler(monkeypatch, tmp_path):
     mod = figure_module("beyond")
-    monkeypatch.setattr(reduced, "REDUCED_KINDS", ("trig", "positive", "hyperbolic"))
-    monkeypatch.setattr(reduced, "REDUCED_ENSEMBLES", ("iid", "orthogonal"))
+    monkeypatch.setattr(engine, "REDUCED_KINDS", ("trig", "positive", "hyperbolic"))
+    monkeypatch.setattr(engine, "REDUCED_ENSEMBLES", ("iid", "orthogonal"))
     monkeypatch.setattr(mod, "MC_S", (0.1,))
     monkeypatch.setattr(mod, "TRIALS", {"reduced": {True: 2_000}, "literal": {True: 500}})
     assert mod.mc_method("oprf", "iid") == "literal"

@@ -19,8 +19,9 @@ from rfkernels.figures import FIGURES, figure_module, make_figures
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
+    """Every figure, --quick, on 2 worker processes (the default of ``rfkernels figures`` on 2 CPUs)."""
     out = tmp_path_factory.mktemp("figures")
-    return out, make_figures(str(out), quick=True, seed=3)
+    return out, make_figures(str(out), quick=True, seed=3, workers=2)
 
 
 def test_every_figure_is_written_with_its_data(quick):
@@ -523,12 +524,395 @@ def test_figures_only_accepts_spaces_commas_and_repeats(tmp_path, monkeypatch):
 
     seen = {}
 
-    def fake_make_figures(out, only=None, quick=False, seed=0, progress=None):
-        seen["only"], seen["seed"] = only, seed
+    def fake_make_figures(out, only=None, quick=False, seed=0, progress=None, workers=1):
+        seen["only"], seen["seed"], seen["workers"] = only, seed, workers
         return {}
 
     monkeypatch.setattr(figs, "make_figures", fake_make_figures)
     args = ["figures", "--out", str(tmp_path / "o"), "--seed", "1e3",
             "--only", "ratio", "mse_vs_m,bias_audit", "--only", "attention"]
     assert main(args) == 0
-    assert seen == {"only": ["ratio", "mse_vs_m", "bias_audit", "attention"], "seed": 1000}
+    assert seen == {"only": ["ratio", "mse_vs_m", "bias_audit", "attention"], "seed": 1000,
+                    "workers": figs.usable_cpus()}  # --workers: the usable CPUs by default
+    assert main(args + ["--workers", "1e0"]) == 0 and seen["workers"] == 1
+
+
+# ---------------------------------------------------------------------------
+# Worker processes: the same files and numbers; budgets and measured seconds
+# ---------------------------------------------------------------------------
+
+def _without_timings(lines):
+    return [{k: v for k, v in line.items() if k not in ("seconds", "cpu_seconds", "budget_seconds")}
+            for line in lines]
+
+
+def test_workers_make_the_same_files_and_numbers_as_one_process(quick, tmp_path):
+    """The fixture ran on 2 workers; here in one process: every CSV and PNG byte alike.
+
+    attention (the study's parts preloaded from other workers), a Numba Monte
+    Carlo figure, and capacity (LAPACK's SVD, whose rounding depends on the
+    BLAS threads: SAME_BLAS_THREADS).
+    """
+    from rfkernels.figures.report import summarise
+
+    out, pooled = quick
+    names = ["attention", "mse_vs_angle", "capacity"]
+    here = make_figures(str(tmp_path), only=names, quick=True, seed=3, workers=1)
+    assert list(here) == names
+    for name in names:
+        files = sorted(os.path.basename(p) for p in here[name].paths)
+        assert files == sorted(os.path.basename(p) for p in pooled[name].paths)
+        for f in files:
+            if not f.endswith(".pdf"):  # a PDF records when it was written
+                assert (tmp_path / f).read_bytes() == (out / f).read_bytes(), f
+    lines = _without_timings(summarise({n: pooled[n] for n in names})[0])
+    assert lines == _without_timings(summarise(here)[0])
+    meta = _strict_json((tmp_path / "figures.json").read_text())
+    assert meta["workers"] == 1 and "in one process" in (tmp_path / "report.md").read_text()
+
+
+def test_results_keep_the_report_order_on_workers(quick):
+    out, results = quick
+    assert list(results) == list(FIGURES)
+    meta = _strict_json((out / "figures.json").read_text())
+    assert [s["figure"] for s in meta["summary"]] == list(FIGURES) == meta["figures"]
+    assert meta["workers"] == 2 and meta["usable_cpus"] >= 1
+    assert "with 2 worker processes" in (out / "report.md").read_text()
+
+
+def test_every_figure_declares_a_budget():
+    from rfkernels.figures import _attention_study as study
+
+    for name in FIGURES:
+        b = figure_module(name).BUDGET
+        assert set(b) == {False, True} and 0 < b[True] <= b[False], name
+    for what in ("table", "theory"):
+        assert 0 < study.PART_BUDGET[what][True] <= study.PART_BUDGET[what][False]
+
+
+def test_budget_counts_each_shared_part_for_the_first_figure_needing_it():
+    from rfkernels.figures import _attention_study as study
+    from rfkernels.figures import budget, shared_parts
+
+    table, line = (study.PART_BUDGET[w][False] for w in ("table", "theory"))
+    own = {n: figure_module(n).BUDGET[False] for n in FIGURES}
+    scales = len(study.settings(False)["scales"])
+    assert budget("attention") == pytest.approx(own["attention"] + table + line)
+    assert budget("attention_regime") == pytest.approx(own["attention_regime"] + (scales - 1) * table)
+    assert budget("figure4") == pytest.approx(own["figure4"] + line)  # σ = 1.5: its own theory line
+    assert budget("figure4", names=["figure4"]) == pytest.approx(own["figure4"] + 2 * table + 2 * line)
+    parts = {p for ps in shared_parts(FIGURES).values() for p in ps}
+    assert len(parts) == scales + 2
+    assert sum(budget(n) for n in FIGURES) == pytest.approx(sum(own.values())
+                                                             + sum(p.budget for p in parts))
+
+
+def test_report_and_manifest_record_seconds_and_budgets(quick):
+    from rfkernels.figures import budget
+
+    out, results = quick
+    meta = _strict_json((out / "figures.json").read_text())
+    for line in meta["summary"]:
+        res = results[line["figure"]]
+        assert line["seconds"] == pytest.approx(res.seconds, abs=1e-3) and res.seconds > 0
+        assert line["cpu_seconds"] >= 0
+        assert line["budget_seconds"] == pytest.approx(budget(line["figure"], quick=True))
+    text = (out / "report.md").read_text()
+    assert "| seconds | CPU s | budget s |" in text and "rfkernels.figures.budget" in text
+
+
+def test_pool_schedules_the_longest_ready_job_first():
+    from rfkernels.figures._pool import PoolRun, jobs_of
+
+    class Part:
+        def __init__(self, n):
+            self.group, self.budget, self.units, self.n = "study", 5.0 + n, 1, n
+
+    class Pool:
+        def __init__(self):
+            self.submitted = []
+
+        def submit(self, fn, *args):
+            if fn.__name__ != "start_worker":
+                self.submitted.append(args[0].n if fn.__name__ == "run_part" else args[0])
+            return object()
+
+    p1, p2 = Part(1), Part(2)
+    jobs = jobs_of(["a", "b", "c"], {"c": [p1, p2]}, {"a": 1.0, "b": 9.0, "c": 0.5})
+    run = PoolRun(jobs, 2, ("out", True, 0, None), None, lambda: None)
+    pool = Pool()
+    run.submit_ready(pool)
+    assert pool.submitted == ["b", 2]  # b (9 s), then the 7 s part; c waits for its parts
+    run.running.clear()  # both done
+    run.values[p2] = (None, 0.0, 0.0)
+    run.submit_ready(pool)
+    assert pool.submitted[2:] == [1, "a"]  # c still waits for p1
+    run.running.clear()
+    run.values[p1] = (None, 0.0, 0.0)
+    run.submit_ready(pool)
+    assert pool.submitted[4:] == ["c"]
+    # an exclusive job (its BLAS uses every CPU) runs first and alone; the other workers start
+    jobs = jobs_of(["a", "x"], {}, {"a": 9.0, "x": 1.0}, exclusive={"x"})
+    run, pool = PoolRun(jobs, 2, ("out", True, 0, None), None, lambda: None), Pool()
+    run.submit_ready(pool)
+    assert pool.submitted == ["x"] and len(run.running) == 2  # x and a worker's start
+    run.running = {f: j for f, j in run.running.items() if j.name == "x"}  # the start is done
+    run.submit_ready(pool)
+    assert pool.submitted == ["x"]  # nothing beside x
+    run.running.clear()
+    run.submit_ready(pool)
+    assert pool.submitted == ["x", "a"]
+
+
+_NO_COMPILE = """
+import gc, sys
+from numba.core import event
+from numba.core.dispatcher import Dispatcher
+compiled = event.RecordingListener()
+event.register("numba:compile", compiled)
+import rfkernels.figures as figures
+from rfkernels.commands.cli import build_parser
+build_parser()
+for name in figures.FIGURES:
+    figures.figure_module(name)
+def loaded():
+    return sorted(d.py_func.__qualname__ for d in gc.get_objects()
+                  if isinstance(d, Dispatcher) and d.overloads)
+assert not compiled.buffer and not loaded(), (compiled.buffer, loaded())
+from rfkernels.figures._common import make_figure
+make_figure(figures.figure_module("orthogonality_gain"), sys.argv[1], quick=True)
+assert not compiled.buffer and not loaded(), (compiled.buffer, loaded())  # theory only
+print("ok")
+"""
+
+
+def test_importing_the_figures_compiles_no_kernel(tmp_path):
+    """Importing every figure (and the CLI) compiles or loads no Numba kernel; a figure that
+    needs none (theory only) loads none: a worker compiles only what its figures use."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _NO_COMPILE, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# Faults: Ctrl-C (exit 130, one line, workers stopped); a full disk names the file
+# ---------------------------------------------------------------------------
+
+#: Runs ``rfkernels figures`` with Python's SIGINT handler even where the test runner was
+#: started with SIGINT ignored (a background job), which a child would inherit.
+_CLI = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from rfkernels.commands.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def _children(pid):
+    """Live child processes of ``pid`` (Linux /proc), zombies left out."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                kids.append(int(entry))
+    return kids
+
+
+def _alive(pids):
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def _started(proc, out, workers, timeout=240):
+    """Wait until ``proc`` claimed ``out`` and has ``workers`` worker processes; their pids."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        kids = [k for k in _children(proc.pid) if "spawn_main" in _cmdline(k)]
+        if (out / "figures.json").exists() and len(kids) >= workers:
+            time.sleep(1.5)  # the workers are importing or computing
+            return kids
+        time.sleep(0.05)
+    raise AssertionError("rfkernels figures did not start its workers")
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _gone(pids, timeout=15):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _alive(pids)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
+def test_ctrl_c_on_workers_exits_130_with_one_line(tmp_path):
+    """Ctrl-C reaches the whole foreground process group: the parent stops the workers."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "figs"
+    proc = subprocess.Popen([sys.executable, "-c", _CLI, "figures", "--quick", "--workers", "2",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        workers = _started(proc, out, 2)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: parent and workers
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err == "rfkernels figures: interrupted\n"
+    assert _gone(workers), _alive(workers)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
+def test_a_killed_worker_is_one_line_exit_2_and_stops_the_others(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "figs"
+    proc = subprocess.Popen([sys.executable, "-c", _CLI, "figures", "--quick", "--workers", "2",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        workers = _started(proc, out, 2)
+        os.kill(workers[0], signal.SIGKILL)  # as the kernel's OOM killer would
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, err
+    assert err.startswith("rfkernels figures: error: RuntimeError: a worker process of rfkernels "
+                          "figures died") and err.count("\n") == 1, err
+    assert _gone(workers), _alive(workers)
+
+
+_SWALLOWED = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from rfkernels import figures
+module = figures.figure_module("orthogonality_gain")
+compute = module.compute
+
+class Finalised:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C while Python runs a finaliser
+
+def interrupted(*args, **kwargs):
+    Finalised()  # collected at once: its KeyboardInterrupt cannot propagate
+    return compute(*args, **kwargs)
+
+module.compute = interrupted
+from rfkernels.commands.cli import main
+sys.exit(main(["figures", "--quick", "--workers", "1", "--out", sys.argv[1],
+               "--only", "orthogonality_gain"]))
+"""
+
+
+def test_ctrl_c_in_a_finaliser_is_not_swallowed(tmp_path):
+    """Before: "Exception ignored in ... Traceback ... KeyboardInterrupt", then exit 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _SWALLOWED, str(tmp_path / "figs")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "rfkernels figures: interrupted\n"
+
+
+def test_interrupt_watch_restores_the_handlers(tmp_path):
+    import signal
+    import sys
+
+    hook, handler = sys.unraisablehook, signal.getsignal(signal.SIGINT)
+    assert main(["figures", "--quick", "--out", str(tmp_path), "--only", "orthogonality_gain"]) == 0
+    assert signal.getsignal(signal.SIGINT) is handler and sys.unraisablehook is hook
+
+
+def _no_space(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("where", ["create", "create_named_temporary", "savefig"])
+def test_full_disk_names_the_figure_file(tmp_path, capsys, monkeypatch, where):
+    """ENOSPC creating the temporary file (with no name, or the temporary's), or from
+    Matplotlib, names the output it was for: one line, exit 2."""
+    import errno
+    import tempfile
+
+    mkstemp = tempfile.mkstemp
+    out = tmp_path / "figs"
+    target = out / "orthogonality_gain.pdf"
+
+    def full(*args, prefix=None, dir=None, **kwargs):
+        if prefix and prefix.startswith(".orthogonality_gain.pdf."):
+            if where == "create":
+                _no_space()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(dir, prefix + "x.tmp"))
+        return mkstemp(*args, prefix=prefix, dir=dir, **kwargs)
+
+    if where == "savefig":
+        import matplotlib.figure
+
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _no_space)
+    else:
+        monkeypatch.setattr(tempfile, "mkstemp", full)
+    argv = ["figures", "--out", str(out), "--quick", "--only", "orthogonality_gain", "--workers", "1"]
+    assert main(argv) == 2
+    _one_line_error(capsys, f"{target}: {os.strerror(errno.ENOSPC)}")
+
+
+def test_full_disk_names_the_report_on_workers(tmp_path, capsys, monkeypatch):
+    """On workers the report is written by the parent: ENOSPC there names report.md."""
+    import errno
+    import tempfile
+
+    mkstemp = tempfile.mkstemp
+
+    def full(*args, prefix=None, **kwargs):
+        if prefix and prefix.startswith(".report.md."):
+            _no_space()
+        return mkstemp(*args, prefix=prefix, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    out = tmp_path / "figs"
+    argv = ["figures", "--out", str(out), "--quick", "--workers", "2",
+            "--only", "orthogonality_gain,bias_audit"]
+    assert main(argv) == 2
+    _one_line_error(capsys, f"{out / 'report.md'}: {os.strerror(errno.ENOSPC)}")
+    assert (out / "orthogonality_gain.png").exists() and (out / "bias_audit.png").exists()
+
+
+def test_workers_option_is_checked(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["figures", "--out", str(tmp_path), "--workers", "0"])
+    assert "--workers" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="workers"):
+        make_figures(str(tmp_path), only=["orthogonality_gain"], workers=0)

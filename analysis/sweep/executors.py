@@ -5,10 +5,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import signal
-import sys
-import threading
-import time
+
+from rfkernels.workers import alive, die, die_with_parent
 
 from ..comparison import evaluate_point
 from ..points import point_id, point_seed
@@ -23,10 +21,6 @@ WINDOW = 4
 HOLD = 16
 #: The smallest number of points held, and of a Dask window.
 MIN_HOLD = 64
-#: Seconds between a pool worker's checks that the sweep process still lives.
-PARENT_POLL = 0.5
-#: ``prctl`` option: the signal the kernel sends a process when its parent dies (Linux).
-_PR_SET_PDEATHSIG = 1
 
 
 def run_point(point, run):
@@ -63,12 +57,10 @@ def init_worker(lock_fd, lock_inode, sweep_pid, direct=True):
     parent is still the process it started under.
     """
     forget_lock(lock_fd, lock_inode)
-    parent = os.getppid()  # the sweep, or (``direct`` False) a forkserver that dies with it
-    _kill_me_when_my_parent_dies()
-    if os.getppid() != parent or (direct and parent != sweep_pid) or not _alive(sweep_pid):
-        _die()  # the sweep died before the guard was set
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
-                     name="rfkernels-sweep-watch-parent").start()
+    # the parent: the sweep, or (``direct`` False) a forkserver that dies with it
+    parent = die_with_parent("rfkernels-sweep-watch-parent")
+    if (direct and parent != sweep_pid) or not alive(sweep_pid):
+        die()  # the sweep died before the guard was set
 
 
 def forget_lock(fd, inode):
@@ -80,41 +72,6 @@ def forget_lock(fd, inode):
         return
     if (st.st_dev, st.st_ino) == inode:
         os.close(fd)
-
-
-def _kill_me_when_my_parent_dies():
-    """Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere nothing (the watch thread acts)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):  # no libc symbols: the watch thread still acts
-        pass
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists (someone else's)
-        return True
-    return True
-
-
-def _watch_parent(parent):
-    """A worker's thread: end the process as soon as its parent is gone (reparented)."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL)
-    _die()
-
-
-def _die():
-    """End this worker process at once (no cleanup: its sweep is gone)."""
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def worker_died():

@@ -1,0 +1,73 @@
+"""Worker processes that end with their parent, even after ``kill -9`` of the parent.
+
+A pool worker blocked on its task queue outlives a parent killed with
+SIGKILL (it is reparented and waits for ever). :func:`die_with_parent`, called
+in a pool's initializer, asks Linux to send the worker SIGKILL when its
+parent dies (``prctl(PR_SET_PDEATHSIG)``) and, everywhere, starts a thread
+that ends the worker once its parent pid changes. Used by the sweep's pool
+(:mod:`rfkernels.analysis.sweep.executors`) and the figures' pool
+(:mod:`rfkernels.figures`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+#: ``prctl`` option: the signal the kernel sends a process when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+#: Seconds between two looks of the watch thread at the parent's pid.
+PARENT_POLL = 0.5
+
+
+def die_with_parent(name="rfkernels-watch-parent", poll=PARENT_POLL):
+    """Make this process end when its parent does; returns the parent's pid.
+
+    If the parent is already gone (this process was reparented before the
+    guard was set), the process ends at once.
+    """
+    parent = os.getppid()
+    set_parent_death_signal()
+    if os.getppid() != parent:
+        die()
+    threading.Thread(target=watch_parent, args=(parent, poll), daemon=True, name=name).start()
+    return parent
+
+
+def set_parent_death_signal():
+    """Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere nothing (the watch thread acts)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no libc symbols: the watch thread still acts
+        pass
+
+
+def watch_parent(parent, poll=PARENT_POLL):
+    """Loop of the watch thread: end the process as soon as its parent is not ``parent``."""
+    while os.getppid() == parent:
+        time.sleep(poll)
+    die()
+
+
+def alive(pid):
+    """True if a process ``pid`` exists (ours or someone else's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def die():
+    """End this process at once, without cleanup (its parent is gone)."""
+    os.kill(os.getpid(), signal.SIGKILL)
