@@ -70,6 +70,10 @@ def int_range(minimum, maximum=None):
     return convert
 
 
+#: Most worker processes of ``--workers`` (far more than any machine's cores; a pool's
+#: queues are sized by it and overflow a C int beyond 2**31 - 2).
+MAX_WORKERS = 1024
+
 #: ``--seed``: the root entropy of a SeedSequence, an integer >= 0.
 seed_value = int_range(0)
 

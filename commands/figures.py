@@ -6,21 +6,18 @@ import sys
 import time
 
 from .cli import command
-from ._options import ExtendList, int_range, int_value, str_list
-
-#: Most worker processes of ``--workers`` (a pool's queues overflow a C int beyond 2**31 - 2).
-MAX_WORKERS = 1024
+from ._options import MAX_WORKERS, ExtendList, int_range, name_value, seed_value, str_list
 
 
 def _add(p):
-    p.add_argument("--out", default="rfkernels-figures",
+    p.add_argument("--out", default="rfkernels-figures", type=name_value("folder name"),
                    help="output folder: new, empty, or an earlier output of this command "
                         "(any other file in it is refused before any work)")
     p.add_argument("--only", nargs="+", type=str_list, action=ExtendList, metavar="NAME",
                    help="make only these figures (names separated by spaces or commas, or repeated)")
     p.add_argument("--quick", action="store_true",
                    help="fewer Monte Carlo trials (a smoke run, well under a minute on 2 cores)")
-    p.add_argument("--seed", type=int_value, default=0, help="root seed of every Monte Carlo point")
+    p.add_argument("--seed", type=seed_value, default=0, help="root seed of every Monte Carlo point")
     p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
                    help="worker processes making figures side by side, longest first, with the "
                         "same files and numbers (default: the usable CPUs; 1: in this process)")

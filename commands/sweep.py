@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from .cli import command
-from ._options import (LIST_NOTE, add_list, angle_in_range, choice, int_range, int_value, name_value,
-                       norm_value, seed_value)
+from ._options import (LIST_NOTE, MAX_WORKERS, add_list, angle_in_range, choice, int_range, int_value,
+                       name_value, norm_value, seed_value)
 from ._output import dumps
 
 #: Grid axes settable on the command line (list options; their element parsers are
@@ -14,9 +14,6 @@ from ._output import dumps
 GRID_OPTIONS = ("kind", "ensemble", "norms", "backends", "d", "m", "angle",
                 "norm_x", "norm_y", "norm_sum")
 
-#: Most local worker processes of ``--workers`` (far more than any machine's cores; a
-#: pool's queues are sized by it and overflow a C int beyond 2**31 - 2).
-MAX_WORKERS = 1024
 
 
 def _add(p):

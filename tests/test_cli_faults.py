@@ -354,3 +354,16 @@ def test_a_closed_pipe_ends_quietly():
         os.close(write)
     assert proc.returncode == 141, proc.stderr
     assert proc.stderr == ""
+
+
+def test_figures_out_and_seed_are_checked_up_front(capsys):
+    from rfkernels.commands.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["figures", "--out", ""])
+    assert exc.value.code == 2
+    assert "argument --out: expected a folder name, got an empty string" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["figures", "--seed", "-1"])
+    assert exc.value.code == 2
+    assert "argument --seed: expected an integer >= 0, got '-1'" in capsys.readouterr().err
