@@ -803,7 +803,7 @@ def test_full_disk_mid_sweep_keeps_complete_rows_and_resumes(tmp_path, monkeypat
 
     spec = SweepSpec.from_dict(SMALL, {**SMALL_RUN, "trials": 200})
     monkeypatch.setattr(os, "write", filling)
-    with pytest.raises(OSError, match=r"No space left on device; the 3 rows written before are "
+    with pytest.raises(OSError, match=r"No space left on device \(.*results\.csv\); the 3 rows written before are "
                                       r"kept: rerun with --resume"):
         run_sweep(spec, tmp_path / "o")
     monkeypatch.setattr(os, "write", real_write)

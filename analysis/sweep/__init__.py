@@ -107,3 +107,6 @@ __all__ = [
     "run_sweep",
     "theory_table",
 ]
+
+# The errors are the package's: tracebacks and pickles name them where users import them.
+SweepError.__module__ = SweepIOError.__module__ = __name__
