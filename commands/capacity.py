@@ -19,9 +19,9 @@ DEFAULT_N = (16, 64, 65, 128, 129, 256, 257, 384, 385, 512, 513, 600)
 
 
 def _add_capacity(p):
-    from rfkernels.analysis.capacity import DEFAULT_MAPS, MAP_GRAMMAR as _MAP_GRAMMAR
+    from rfkernels.analysis.capacity import DEFAULT_MAPS, MAP_GRAMMAR
 
-    p.epilog = (LIST_NOTE + "\n\nFeature maps: " + _MAP_GRAMMAR + ".\n"
+    p.epilog = (LIST_NOTE + "\n\nFeature maps: " + MAP_GRAMMAR + ".\n"
                 "Least squares fails where the relative retrieval error exceeds --fail-tol;\n"
                 "the sum rule where the signal-to-crosstalk ratio falls below 1. In --json a\n"
                 "value the run does not have is null, with its reason in \"null_reasons\".")

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..validation import check_choice
+
 #: The registry's axes.
 AXES = ("kind", "ensemble", "norms", "kernel")
 
@@ -66,22 +68,15 @@ def check_kind(kind):
 def check_ensemble(ensemble, choices=None):
     """A registered ensemble's name (or one of ``choices``), else ValueError listing them."""
     if choices is not None:
-        return _check_listed(ensemble, "ensemble", choices)
+        return check_choice(ensemble, "ensemble", choices)
     return entry("ensemble", ensemble).name
 
 
 def check_norms(norms, choices=None):
     """A registered norm law's name (or one of ``choices``), else ValueError listing them."""
     if choices is not None:
-        return _check_listed(norms, "norms", choices)
+        return check_choice(norms, "norms", choices)
     return entry("norms", norms).name
-
-
-def _check_listed(value, name, choices):
-    if not isinstance(value, str) or value not in choices:
-        valid = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {valid}; got {value!r}")
-    return value
 
 
 def entries(axis):
