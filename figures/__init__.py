@@ -30,7 +30,7 @@ import time
 
 from ._common import make_figure
 from ._output import MANIFEST_NAME, REPORT_NAME
-from ._pool import usable_cpus
+from rfkernels.workers import usable_cpus
 
 __all__ = ["FIGURES", "MANIFEST_NAME", "REPORT_NAME", "budget", "figure_module", "make_figures",
            "shared_parts", "usable_cpus"]

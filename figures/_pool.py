@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rfkernels.workers import die, die_with_parent
+from rfkernels.workers import die, die_with_parent, usable_cpus
 
 #: Seconds between the parent's looks at progress and interrupts while jobs run.
 POLL = 0.1
@@ -45,14 +45,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "NUMBA_NUM_THREADS")
 
 _WORKER = {}  # in a worker: its progress queue and thread limits (set by init_worker)
-
-
-def usable_cpus():
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def threads_per_worker(workers, cpus=None):

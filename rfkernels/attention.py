@@ -74,6 +74,7 @@ from .validation import (
 __all__ = [
     "NONPOSITIVE_POLICIES",
     "NORMALIZATIONS",
+    "PRESETS",
     "AttentionResult",
     "favor_attention",
     "linear_attention",
@@ -82,6 +83,11 @@ __all__ = [
 
 #: What :func:`linear_attention` and :func:`favor_attention` do with rows whose normaliser is <= 0.
 NONPOSITIVE_POLICIES = ("nan", "divide", "raise")
+#: Numerics of attention with random features: ``"rfkernels"`` is the estimators
+#: as MATH.md states them (stabilised by factors that cancel exactly). Public
+#: implementations' numerics (their stabiliser's epsilon, their QR) are the
+#: presets of issue 21; ``rfkernels diagnose`` already reports a preset axis.
+PRESETS = ("rfkernels",)
 #: Output normalisations of :func:`linear_attention`: divide by the attention
 #: normaliser φ(q)ᵀΣφ(k), or sum-normalise φ(q) and φ(k) and divide by nothing.
 NORMALIZATIONS = ("attention", "sum")

@@ -114,15 +114,8 @@ def oprf_auto_a(X, Y=None):
     if x.ndim != 2 or y.ndim != 2 or x.shape[0] < 1 or y.shape[0] < 1 or x.shape[1] < 1:
         raise ValueError(f"X and Y must be (n, d) arrays with n, d >= 1; got shapes {x.shape} "
                          f"and {y.shape}")
-    d = check_same_d([x.shape, y.shape], ["X", "Y"])
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean_sq = np.mean(np.einsum("ij,ij->i", x, x)) + np.mean(np.einsum("ij,ij->i", y, y))
-        rho = (mean_sq + 2.0 * (x.mean(axis=0) @ y.mean(axis=0))) / d
-    if not np.isfinite(rho):
-        raise FloatingPointError("oprf_auto_a: the mean |x + y|^2 overflows float64; rescale the inputs")
-    from .numerics.beyond import oprf_optimal_a
-
-    return float(oprf_optimal_a(max(float(rho), 0.0)))  # rho >= 0 up to rounding
+    check_same_d([x.shape, y.shape], ["X", "Y"])
+    return registry.entry("kind", "oprf").fit(x, y)["A"]
 
 
 def _resolve_a(A, x, y):

@@ -23,6 +23,14 @@ PR_SET_PDEATHSIG = 1
 PARENT_POLL = 0.5
 
 
+def usable_cpus():
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def die_with_parent(name="rfkernels-watch-parent", poll=PARENT_POLL):
     """Make this process end when its parent does; returns the parent's pid.
 

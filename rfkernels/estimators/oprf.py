@@ -106,6 +106,24 @@ def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
         p[i] = exp((slope * p[i] - half) + (curvature * q[i] + offset))
 
 
+def fit(x, y):
+    r"""``{"A": A*}`` fitted on a population: queries ``x`` (n, d) and keys ``y`` (n', d).
+
+    ``A*`` of :func:`rfkernels.theory.oprf_optimal_a` at
+    :math:`\rho = \operatorname{mean}_{i,j} |x_i + y_j|^2 / d`, which needs
+    no pairs: :math:`\overline{|x|^2} + \overline{|y|^2} + 2\,\bar x \cdot \bar y`
+    (means over the rows), O((n + n') d). The inputs are finite float64
+    arrays, already checked (:func:`rfkernels.features.oprf_auto_a` checks them).
+    """
+    d = x.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean_sq = np.mean(np.einsum("ij,ij->i", x, x)) + np.mean(np.einsum("ij,ij->i", y, y))
+        rho = (mean_sq + 2.0 * (x.mean(axis=0) @ y.mean(axis=0))) / d
+    if not np.isfinite(rho):
+        raise FloatingPointError("oprf_auto_a: the mean |x + y|^2 overflows float64; rescale the inputs")
+    return {"A": float(bt.oprf_optimal_a(max(float(rho), 0.0)))}  # rho >= 0 up to rounding
+
+
 def log_mse(geom, m, est, vectors=None):
     return bt.log_mse_beyond(geom, m, "oprf", est.ensemble.name, est.params.A)
 
@@ -120,5 +138,5 @@ KIND = registry.register("kind", registry.Kind(
     features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms, log_mse=log_mse, theory_reason=theory_reason,
     resolve=resolve, fixed_params=lambda A: OPRFParams(float(A)), constants=constants, tilt_slope=tilt_slope,
-    needs_squared_norms=True, param_names=("A",), check_params=check_params,
+    needs_squared_norms=True, param_names=("A",), check_params=check_params, fit=fit,
 ))

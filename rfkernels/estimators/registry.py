@@ -155,6 +155,13 @@ class Kind:
         ``check_params(values, batch=...) -> params``: the kind's validated,
         frozen parameter object from ``{name: value}`` (``batch=True``: the
         theory's arrays are allowed).
+    fit : callable or None
+        ``fit(x, y) -> {name: value}``: the kind's parameters fitted on a
+        population of queries ``x`` (n, d) and keys ``y`` (n', d) (finite
+        float64, checked by the caller), for attention, where one value is
+        shared by every pair (OPRF: ``A*`` of the mean ``|x + y|^2/d``).
+        None: the kind has no data-fitted parameters. Every layer that fits
+        a kind on data (``A="auto"``, ``rfkernels diagnose``) calls this.
     """
 
     name: str
@@ -178,6 +185,7 @@ class Kind:
     needs_squared_norms: bool = False
     param_names: tuple = ()
     check_params: Callable = _no_params
+    fit: Optional[Callable] = None
 
 
 @dataclass(frozen=True)
