@@ -1,0 +1,650 @@
+r"""Diagnose random-feature attention on the user's own queries, keys and values.
+
+:func:`diagnose` answers the questions users ask about their own tensors
+("FastAttention does not agree with standard attention", "the relative
+error never falls below 100%"): how large :math:`|q + k|^2` gets on their
+data, what each estimator's exact kernel error is there, what error it
+gives the attention output, whether that beats the baselines every
+estimator must beat, and which estimator and how many features reach a
+target. Every registered kind and ensemble can be diagnosed; data-fitted
+kinds (OPRF's ``A*`` today) are fitted on each head's queries and keys
+through their registry entry (:attr:`rfkernels.estimators.Kind.fit`), so a
+kind registered later appears without a change here.
+
+Conventions
+-----------
+- **Temperature.** The kernel is :math:`\exp(\text{scale}\; q^\top k)`,
+  ``scale`` = :math:`1/\sqrt d` by default as in Transformers. It is split
+  symmetrically, :math:`q' = \sqrt{\text{scale}}\, q`,
+  :math:`k' = \sqrt{\text{scale}}\, k` (the Performer's ``d^-1/4`` on both
+  sides): the estimators' variance depends on the split, the kernel does not.
+  Every |q + k|² reported is of the scaled vectors.
+- **Heads.** Q (..., L, d), K (..., L_k, d), V (..., L_k, d_v); the leading
+  axes broadcast (so one K may serve all heads) and each index of them is a
+  head, numbered in C order (``head``; ``heads[h]["index"]`` is the tuple).
+  Attention is bidirectional.
+- **Kernel level** (exact, no Monte Carlo): over ``pairs`` query-key pairs
+  drawn uniformly with replacement (all pairs when there are no more than
+  ``pairs``), each estimator's exact relative MSE
+  :math:`\mathrm{MSE}/\exp(2 q'^\top k')` at each m, from
+  :func:`rfkernels.theory.exact_log_mse` in log space; quantiles are of
+  the log, exponentiated. The heavy-tail share is the fraction of pairs with
+  :math:`|q' + k'|^2 >` :data:`HEAVY_TAIL_U2` (MATH.md, "Monte Carlo error
+  is heavy-tailed": there the squared error of positive-type estimates is
+  roughly log-normal and sample MSEs converge slowly).
+- **Attention level** (Monte Carlo): ``draws`` projection draws per (m,
+  ensemble), each on ``queries`` query rows drawn without replacement
+  afresh (all rows when L <= ``queries``) against every key, so each draw's
+  MSE is unbiased for the MSE over all rows and the standard error
+  (over draws, ddof = 1) covers both the projections and the rows. Every
+  kind and preset at a draw uses the same W and rows (common random
+  numbers). The exact output is :func:`rfkernels.attention.softmax_attention`
+  on all rows; rows with a normaliser <= 0 are divided anyway
+  (``nonpositive="divide"``, as an unguarded implementation does) and counted.
+- **Baselines.** Uniform attention (every row the mean of V) and a zero
+  output, their MSE exact over all rows. ``worse_than_uniform``: the
+  attention MSE exceeds the uniform MSE by more than 2 standard errors.
+- **First-order theory** (iid, trig/positive/hyperbolic,
+  :func:`rfkernels.analysis.attention_mse_first_order`) on
+  ``first_order_queries`` rows, exactly proportional to 1/m; see
+  :data:`FIRST_ORDER_SMALL` for its validity flag.
+- **Advice** (:mod:`~rfkernels.analysis.diagnosis_advice`): from the
+  pooled rows, the smallest feature budget r reaching ``target`` and the
+  best estimator at each r.
+
+Seeds: one :class:`numpy.random.SeedSequence` entropy (``meta["entropy"]``)
+and the spawn keys of :data:`SPAWN_KEYS`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from rfkernels import theory
+from rfkernels.attention import FAVOR_BLOCK, PRESETS, favor_attention, softmax_attention
+from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
+from rfkernels.features import feature_dimension
+from rfkernels.projections import draw_projections
+from rfkernels.validation import check_choice, check_int, check_memory, check_real
+from rfkernels.version import __version__
+from rfkernels.workers import usable_cpus
+
+from .attention_data import check_names, check_scale, distinct_ints, root_entropy
+from .attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
+from .diagnosis_advice import DEFAULT_TARGET, advise, check_target, pool_heads
+from .lean_favor import one_blas_thread
+
+__all__ = [
+    "DEFAULT_DRAWS",
+    "DEFAULT_ENSEMBLES",
+    "DEFAULT_M",
+    "DEFAULT_PAIRS",
+    "DEFAULT_QUERIES",
+    "FIRST_ORDER_SMALL",
+    "HEAVY_TAIL_U2",
+    "SPAWN_KEYS",
+    "Diagnosis",
+    "diagnose",
+]
+
+#: Default numbers of projections (r = m or 2m features).
+DEFAULT_M = (16, 64, 256)
+#: Default ensembles; every registered one may be asked for.
+DEFAULT_ENSEMBLES = ("iid", "orthogonal")
+#: Default projection draws per (m, ensemble) and head.
+DEFAULT_DRAWS = 8
+#: Default query rows per draw (fresh rows each draw).
+DEFAULT_QUERIES = 512
+#: Default query-key pairs per head for the kernel-level statistics.
+DEFAULT_PAIRS = 20000
+#: Default query rows of the first-order theory (its cost is O(rows L_k^2 d_v)).
+DEFAULT_FIRST_ORDER_QUERIES = 8
+#: |q' + k'|^2 above which a pair is in the heavy-tail regime (MATH.md).
+HEAVY_TAIL_U2 = 1.0
+#: The first-order theory is flagged valid where its MSE is below this share of
+#: the uniform baseline's (the expansion needs errors small against the
+#: output's variation) and, for positive-type kinds, at most
+#: :data:`HEAVY_SHARE_MAX` of the pairs are in the heavy-tail regime.
+FIRST_ORDER_SMALL = 0.1
+#: Largest heavy-tail share of pairs at which the first-order theory is flagged valid.
+HEAVY_SHARE_MAX = 0.01
+#: Bins of the |q' + k'|^2 histogram.
+HISTOGRAM_BINS = 40
+#: Kernel-level quantiles reported.
+KERNEL_QUANTILES = (0.5, 0.9, 0.99)
+#: Pairs per chunk of the kernel-level theory.
+PAIR_CHUNK = 8192
+#: Spawn keys of the randomness, under the root entropy.
+SPAWN_KEYS = {
+    "values": "(0, head): synthetic V when none is given",
+    "pairs": "(1, head): the kernel-level pair sample",
+    "rows": "(2, head, draw): the query rows of a draw",
+    "projections": "(3, head, draw, m, ensemble index in the registry)",
+    "first_order": "(4, head): the first-order theory's query rows",
+}
+
+
+# ---------------------------------------------------------------------------
+# Validation: once, here, into a frozen plan
+# ---------------------------------------------------------------------------
+
+
+def _array(value, name, required=True):
+    """A real float64 array with at least 2 axes, non-empty and finite (one-line errors)."""
+    if value is None:
+        if required:
+            raise ValueError(f"{name} is missing: diagnose needs queries Q and keys K")
+        return None
+    arr = check_real(value, name)
+    if arr.ndim < 2:
+        raise ValueError(f"{name} must have shape (L, d) or (..., L, d); got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape}); every axis needs length >= 1")
+    if not bool(np.all(np.isfinite(arr))):
+        raise ValueError(f"{name} must be finite: it holds {int(np.sum(~np.isfinite(arr)))} "
+                         "inf or NaN entries")
+    return arr
+
+
+def _check_shapes(q, k, v):
+    """The broadcast leading (head) shape, after the one-line checks of d, L_k and the heads."""
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"dimension mismatch: Q has d={q.shape[-1]}, K has d={k.shape[-1]}; "
+                         "queries and keys must share d")
+    if v is not None and v.shape[-2] != k.shape[-2]:
+        raise ValueError(f"V must have one row per key: K has L_k={k.shape[-2]} rows, "
+                         f"V has {v.shape[-2]}")
+    shapes = [q.shape[:-2], k.shape[:-2]] + ([] if v is None else [v.shape[:-2]])
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        names = "Q, K" + ("" if v is None else ", V")
+        raise ValueError(f"the leading (batch, head) axes of {names} do not broadcast: "
+                         f"{', '.join(str(tuple(s)) for s in shapes)}") from None
+
+
+class _Plan:
+    """The validated arguments of one diagnosis (read-only by convention: the layers trust it)."""
+
+    __slots__ = ("L", "Lk", "d", "dv", "heads", "head_shape", "ms", "kinds", "ensembles",
+                 "presets", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
+                 "target", "budgets", "entropy", "workers", "synthetic_v")
+
+    def __init__(self, **kw):
+        for key, value in kw.items():
+            setattr(self, key, value)
+
+
+def _grid_checks(plan):
+    """Every kind x ensemble x m must exist at this d (the registry's own errors), before any work."""
+    for kind in plan.kinds:
+        for ens in plan.ensembles:
+            estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
+    for preset in plan.presets:
+        check_choice(preset, "presets", PRESETS)
+
+
+def _bytes_per_head(plan):
+    """Peak bytes one head's work allocates (an upper estimate)."""
+    r = max(feature_dimension(k, plan.d, m=max(plan.ms)) for k in plan.kinds)
+    rows = min(plan.queries, plan.L)
+    favor = 8 * (3 * (plan.Lk + min(rows, FAVOR_BLOCK)) * r + 2 * r * plan.dv)
+    exact = 8 * (2 * plan.L * plan.dv + 3 * (1 << 22) + plan.Lk * (plan.d + plan.dv))
+    kernel = 8 * (3 * PAIR_CHUNK * plan.d + plan.pairs * (2 + len(plan.kinds) * len(plan.ensembles)
+                                                        * len(plan.ms)))
+    first = 0
+    if plan.fo_queries and "iid" in plan.ensembles:
+        batch = max(1, min(plan.fo_queries, (1 << 23) // (plan.Lk * plan.dv)))
+        block = max(1, min(plan.Lk, (1 << 22) // plan.Lk))
+        first = 8 * (3 * block * plan.Lk + 4 * plan.Lk * batch * plan.dv + 3 * batch * plan.Lk)
+    return exact + kernel + max(favor, first)
+
+
+def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, pairs,
+          first_order_queries, target, budgets, seed, workers):
+    q = _array(Q, "Q")
+    k = _array(K, "K")
+    v = _array(V, "V", required=False)
+    head_shape = _check_shapes(q, k, v)
+    d = q.shape[-1]
+    plan = _Plan(
+        L=q.shape[-2], Lk=k.shape[-2], d=d, dv=d if v is None else v.shape[-1],
+        heads=int(np.prod(head_shape, dtype=np.int64)), head_shape=head_shape,
+        ms=distinct_ints(m, "m"),
+        kinds=check_names(kinds, "kinds", check_kind, registry.names("kind")),
+        ensembles=check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES),
+        presets=check_names(presets, "presets", lambda p: check_choice(p, "presets", PRESETS),
+                            PRESETS),
+        norms=check_norms(norms),
+        scale=1.0 / math.sqrt(d) if scale is None else check_scale(scale, "scale"),
+        draws=check_int(draws, "draws", minimum=2),
+        queries=check_int(queries, "queries"),
+        pairs=check_int(pairs, "pairs"),
+        fo_queries=check_int(first_order_queries, "first_order_queries", minimum=0),
+        target=check_target(target),
+        budgets=None if budgets is None else distinct_ints(budgets, "budgets"),
+        entropy=root_entropy(seed),
+        workers=None, synthetic_v=v is None,
+    )
+    if workers is None:
+        plan.workers = max(1, min(plan.heads, usable_cpus()))
+    else:
+        plan.workers = min(check_int(workers, "workers"), plan.heads)
+    _grid_checks(plan)
+    check_memory(plan.workers * _bytes_per_head(plan),
+                 f"diagnose with L={plan.L}, L_k={plan.Lk}, d={d}, m up to {max(plan.ms)} on "
+                 f"{plan.workers} worker(s)")
+    return plan, (q, k, v)
+
+
+# ---------------------------------------------------------------------------
+# One head
+# ---------------------------------------------------------------------------
+
+
+def _seed(plan, *key):
+    return np.random.SeedSequence(plan.entropy, spawn_key=tuple(int(x) for x in key))
+
+
+def _fitted(plan, q, k):
+    """Each kind's data-fitted parameters on this head ({} for kinds without)."""
+    out = {}
+    for kind in plan.kinds:
+        entry = registry.entry("kind", kind)
+        out[kind] = {} if entry.fit is None else dict(entry.fit(q, k))
+    return out
+
+
+def _pair_sample(plan, h):
+    """(i, j) indices of the kernel-level pairs and whether they are all the pairs."""
+    total = plan.L * plan.Lk
+    if total <= plan.pairs:
+        i, j = np.divmod(np.arange(total, dtype=np.int64), plan.Lk)
+        return i, j, True
+    rng = np.random.default_rng(_seed(plan, 1, h))
+    return rng.integers(0, plan.L, plan.pairs), rng.integers(0, plan.Lk, plan.pairs), False
+
+
+def _kernel_level(plan, h, q, k, fitted):
+    """Per-pair |q'+k'|^2 and the log relative MSE of every (kind, ensemble, m), or their reasons."""
+    i, j, all_pairs = _pair_sample(plan, h)
+    n = i.size
+    u2 = np.empty(n)
+    logs = {}
+    reasons = {}
+    ests = {}
+    for kind in plan.kinds:
+        for ens in plan.ensembles:
+            est = estimator(kind, ensemble=ens, norms=plan.norms, batch=True, **fitted[kind])
+            if not est.exact_mse:
+                reasons[(kind, ens)] = est.exact_mse.reason
+            else:
+                ests[(kind, ens)] = est
+                for m in plan.ms:
+                    logs[(kind, ens, m)] = np.empty(n)
+    for c0 in range(0, n, PAIR_CHUNK):
+        x, y = q[i[c0:c0 + PAIR_CHUNK]], k[j[c0:c0 + PAIR_CHUNK]]
+        geom = theory.geometry(x, y)
+        sl = slice(c0, c0 + x.shape[0])
+        u2[sl] = geom.s
+        two_logit = 2.0 * np.einsum("ij,ij->i", x, y)
+        for (kind, ens), est in ests.items():
+            for m in plan.ms:
+                logs[(kind, ens, m)][sl] = theory.exact_log_mse(geom, m, est, vectors=(x, y)) - two_logit
+    return {"u2": u2, "all_pairs": all_pairs, "log_rel": logs, "reasons": reasons}
+
+
+def _mse(out, exact):
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = out - exact
+        value = float(np.mean(err * err))
+    return value if math.isfinite(value) else (math.inf if not np.any(np.isnan(out)) else math.nan)
+
+
+def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
+    """Per (preset, kind, ensemble, m): the MSE of each draw and its share of rows with D <= 0."""
+    cells = [(p, kind, ens, m) for p in plan.presets for kind in plan.kinds
+             for ens in plan.ensembles for m in plan.ms]
+    mse = {c: np.empty(plan.draws) for c in cells}
+    bad = {c: np.empty(plan.draws) for c in cells}
+    ens_index = registry.names("ensemble")
+    for t in range(plan.draws):
+        if plan.L <= plan.queries:
+            rows = np.arange(plan.L)
+        else:
+            rng = np.random.default_rng(_seed(plan, 2, h, t))
+            rows = np.sort(rng.choice(plan.L, size=plan.queries, replace=False))
+        qt, ex = q[rows], exact[rows]
+        for ens in plan.ensembles:
+            for m in plan.ms:
+                w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms,
+                                     seed=_seed(plan, 3, h, t, m, ens_index.index(ens)))
+                for kind in plan.kinds:
+                    for p in plan.presets:
+                        res = favor_attention(qt, k, v, w, kind, nonpositive="divide", **fitted[kind])
+                        mse[(p, kind, ens, m)][t] = _mse(res.output, ex)
+                        bad[(p, kind, ens, m)][t] = res.n_nonpositive_denominators / rows.size
+                if progress is not None:
+                    progress(1)
+    return mse, bad
+
+
+def _first_order(plan, h, q, k, v):
+    """Per kind: (MSE at m = 1, its stderr) or the reason there is none."""
+    out = {}
+    for kind in plan.kinds:
+        if kind not in FIRST_ORDER_KINDS:
+            out[kind] = f"no first-order theory for kind={kind!r} (it has one for trig, positive, hyperbolic)"
+        elif "iid" not in plan.ensembles:
+            out[kind] = "the first-order theory is for iid projections only"
+        elif plan.fo_queries == 0:
+            out[kind] = "first_order_queries=0"
+        else:
+            try:
+                fo = attention_mse_first_order(q, k, v, 1, kind, queries=plan.fo_queries,
+                                               seed=_seed(plan, 4, h))
+            except OverflowError as exc:
+                out[kind] = " ".join(str(exc).split())
+            else:
+                out[kind] = (fo.mse, fo.stderr)
+    return out
+
+
+def _head(plan, h, arrays, progress):
+    """Everything of head ``h``: the per-head rows' raw material."""
+    idx = np.unravel_index(h, plan.head_shape) if plan.head_shape else ()
+    q0, k0, v0 = arrays
+    root = math.sqrt(plan.scale)
+    q = root * np.broadcast_to(q0, plan.head_shape + q0.shape[-2:])[idx]
+    k = root * np.broadcast_to(k0, plan.head_shape + k0.shape[-2:])[idx]
+    if v0 is None:
+        v = np.random.default_rng(_seed(plan, 0, h)).standard_normal((plan.Lk, plan.dv))
+    else:
+        v = np.ascontiguousarray(np.broadcast_to(v0, plan.head_shape + v0.shape[-2:])[idx])
+    fitted = _fitted(plan, q, k)
+    kernel = _kernel_level(plan, h, q, k, fitted)
+    if progress is not None:
+        progress(1)
+    exact = softmax_attention(q, k, v)
+    exact_ms = float(np.mean(exact * exact))
+    uniform_mse = float(np.mean((exact - v.mean(axis=0)) ** 2))
+    heavy = float(np.mean(kernel["u2"] > HEAVY_TAIL_U2))
+    mc = _monte_carlo(plan, h, q, k, v, exact, fitted, progress)
+    fo = _first_order(plan, h, q, k, v)
+    if progress is not None:
+        progress(1)
+    return {"head": h, "index": [int(x) for x in idx], "fitted": fitted, "kernel": kernel,
+            "exact_ms": exact_ms, "uniform_mse": uniform_mse, "heavy_share": heavy,
+            "mc": mc, "first_order": fo}
+
+
+# ---------------------------------------------------------------------------
+# Rows
+# ---------------------------------------------------------------------------
+
+
+def _log_quantiles(logs):
+    """Kernel-level statistics of one estimator from its pairs' log relative MSEs."""
+    n = logs.size
+    qs = np.quantile(logs, KERNEL_QUANTILES)
+    top = float(logs.max())
+    log_mean = top + math.log(float(np.mean(np.exp(logs - top))))
+    with np.errstate(over="ignore"):
+        rel = np.exp(logs - top)
+        spread = float(np.std(rel, ddof=1)) * math.exp(top) / math.sqrt(n) if n >= 2 else None
+    out = {f"kernel_rel_mse_q{int(round(100 * p)):02d}": _exp(x) for p, x in zip(KERNEL_QUANTILES, qs)}
+    out["kernel_rel_mse_median"] = out.pop("kernel_rel_mse_q50")
+    out.update({
+        "kernel_rel_mse_max": _exp(top),
+        "kernel_rel_mse_mean": _exp(log_mean),
+        "kernel_rel_mse_mean_stderr": spread,
+        "kernel_share_rel_mse_above_1": float(np.mean(logs > 0.0)),
+    })
+    return out
+
+
+def _exp(x):
+    """exp(x) as a float, +inf beyond float64 (the JSON says why)."""
+    return math.exp(x) if x < 709.78 else math.inf
+
+
+_KERNEL_FIELDS = ("kernel_rel_mse_median", "kernel_rel_mse_q90", "kernel_rel_mse_q99",
+                  "kernel_rel_mse_max", "kernel_rel_mse_mean", "kernel_rel_mse_mean_stderr",
+                  "kernel_share_rel_mse_above_1")
+
+
+def _kernel_fields(kernel, kind, ens, m):
+    logs = kernel["log_rel"].get((kind, ens, m))
+    if logs is None:
+        out = dict.fromkeys(_KERNEL_FIELDS)
+        out["kernel_reason"] = kernel["reasons"][(kind, ens)]
+        return out
+    out = _log_quantiles(logs)
+    if kernel["all_pairs"]:
+        out["kernel_rel_mse_mean_stderr"] = 0.0
+    out["kernel_reason"] = None
+    return out
+
+
+def _first_order_fields(res, kind, ens, m, uniform_mse, heavy, mc_mse):
+    fo = res["first_order"][kind]
+    if ens != "iid" or isinstance(fo, str):
+        why = fo if isinstance(fo, str) else "the first-order theory is for iid projections only"
+        return {"first_order_mse": None, "first_order_stderr": None, "first_order_valid": None,
+                "first_order_ratio": None, "first_order_reason": why}
+    mse, se = fo[0] / m, None if fo[1] is None else fo[1] / m
+    tame = registry.entry("kind", kind).tilt_reason is not None or heavy <= HEAVY_SHARE_MAX
+    return {"first_order_mse": mse, "first_order_stderr": se,
+            "first_order_valid": bool(mse <= FIRST_ORDER_SMALL * uniform_mse and tame),
+            "first_order_ratio": mse / mc_mse if mc_mse and math.isfinite(mc_mse) else None,
+            "first_order_reason": None}
+
+
+def _attention_fields(draws, bad, exact_ms, uniform_mse):
+    finite = draws[np.isfinite(draws)]
+    n = draws.size
+    if finite.size < n:
+        mean, se = (math.nan if np.any(np.isnan(draws)) else math.inf), None
+    else:
+        mean, se = float(draws.mean()), float(draws.std(ddof=1) / math.sqrt(n))
+    ok = se is not None
+    return {
+        "attention_mse": mean, "attention_mse_stderr": se, "draws": n,
+        "draws_nonfinite": int(n - finite.size),
+        "relative_mse": mean / exact_ms if ok and exact_ms > 0 else None,
+        "uniform_mse": uniform_mse, "zero_mse": exact_ms,
+        "worse_than_uniform": bool(mean - uniform_mse > 2 * se) if ok else bool(finite.size < n),
+        "worse_than_zero": bool(mean - exact_ms > 2 * se) if ok else bool(finite.size < n),
+        "nonpositive_rows_share": float(bad.mean()),
+    }
+
+
+def _head_rows(plan, res):
+    rows = []
+    mse, bad = res["mc"]
+    for (p, kind, ens, m), draws in mse.items():
+        row = {"head": res["head"], "preset": p, "kind": kind, "ensemble": ens, "norms": plan.norms,
+               "m": m, "r": feature_dimension(kind, plan.d, m=m),
+               "params": {k: float(v) for k, v in res["fitted"][kind].items()}}
+        row.update(_attention_fields(draws, bad[(p, kind, ens, m)], res["exact_ms"],
+                                     res["uniform_mse"]))
+        row.update(_first_order_fields(res, kind, ens, m, res["uniform_mse"], res["heavy_share"],
+                                       row["attention_mse"]))
+        row.update(_kernel_fields(res["kernel"], kind, ens, m))
+        rows.append(row)
+    return rows
+
+
+def _head_info(plan, res, edges):
+    u2 = res["kernel"]["u2"]
+    n = u2.size
+    heavy = res["heavy_share"]
+    counts, _ = np.histogram(u2, bins=edges)
+    return {
+        "head": res["head"], "index": res["index"], "L": plan.L, "L_k": plan.Lk, "d": plan.d,
+        "d_v": plan.dv, "pairs": int(n), "all_pairs": res["kernel"]["all_pairs"],
+        "u2_quantiles": {f"q{int(round(100 * p)):02d}": float(x)
+                         for p, x in zip((0.01, 0.5, 0.9, 0.99), np.quantile(u2, (0.01, 0.5, 0.9, 0.99)))},
+        "u2_max": float(u2.max()),
+        "heavy_tail_share": heavy,
+        "heavy_tail_share_stderr": 0.0 if res["kernel"]["all_pairs"] else math.sqrt(heavy * (1 - heavy) / n),
+        "histogram_counts": [int(c) for c in counts],
+        "exact_mean_square": res["exact_ms"], "uniform_mse": res["uniform_mse"],
+        "fitted": {kind: {k: float(v) for k, v in p.items()} for kind, p in res["fitted"].items() if p},
+    }
+
+
+# ---------------------------------------------------------------------------
+# The result and the entry point
+# ---------------------------------------------------------------------------
+
+
+class Diagnosis:
+    """Result of :func:`diagnose`.
+
+    Attributes
+    ----------
+    rows : list of dict
+        One per head x preset x kind x ensemble x m (:data:`ROW_COLUMNS`
+        and ``params``, the kind's fitted parameters).
+    summary : list of dict
+        The same keys pooled over heads (``head`` is ``"all"``): MSEs and
+        baselines averaged over heads, standard errors combined, and
+        ``heads_worse_than_uniform``; the kernel-level statistics of the
+        pooled pairs.
+    heads : list of dict
+        Per head: its index, sizes, |q' + k'|^2 quantiles and histogram
+        (edges ``meta["histogram_edges"]``), heavy-tail share, the exact
+        output's mean square, the uniform baseline and the fitted parameters.
+    advice : dict
+        ``{"target": ..., "budget": [...], "best": [...]}``
+        (:func:`rfkernels.analysis.diagnosis_advice.advise`).
+    meta : dict
+        Arguments, sizes, seed entropy and spawn keys, version, timings.
+    """
+
+    def __init__(self, rows, summary, heads, advice, meta):
+        self.rows, self.summary, self.heads, self.advice, self.meta = rows, summary, heads, advice, meta
+
+    def select(self, table="summary", **where):
+        """Rows of ``table`` ("summary" or "rows") whose columns equal the given values."""
+        check_choice(table, "table", ("summary", "rows"))
+        rows = self.summary if table == "summary" else self.rows
+        return [r for r in rows if all(r.get(k) == v for k, v in where.items())]
+
+    def to_dict(self):
+        """Everything as plain Python (JSON-ready after :func:`rfkernels.commands`' strict dump)."""
+        return {"meta": self.meta, "heads": self.heads, "summary": self.summary,
+                "advice": self.advice, "rows": self.rows}
+
+
+def _meta(plan, edges, seconds):
+    return {
+        "study": "diagnose", "version": __version__,
+        "kernel": "exp(scale q.k), scale split symmetrically: q' = sqrt(scale) q, k' = sqrt(scale) k",
+        "scale": plan.scale, "L": plan.L, "L_k": plan.Lk, "d": plan.d, "d_v": plan.dv,
+        "head_shape": list(plan.head_shape), "heads": plan.heads,
+        "values": ("synthetic: N(0, 1) entries, d_v = d (no V given)" if plan.synthetic_v
+                   else "given"),
+        "m_values": list(plan.ms), "kinds": list(plan.kinds), "ensembles": list(plan.ensembles),
+        "presets": list(plan.presets), "norms": plan.norms, "draws": plan.draws,
+        "queries": min(plan.queries, plan.L), "pairs": plan.pairs,
+        "first_order_queries": plan.fo_queries, "target": plan.target,
+        "heavy_tail_u2": HEAVY_TAIL_U2, "first_order_small": FIRST_ORDER_SMALL,
+        "heavy_share_max": HEAVY_SHARE_MAX, "histogram_edges": [float(e) for e in edges],
+        "attention": "bidirectional; rows with a normaliser <= 0 divided anyway and counted",
+        "entropy": plan.entropy, "spawn_keys": dict(SPAWN_KEYS),
+        "ensemble_order": list(registry.names("ensemble")), "workers": plan.workers,
+        "seconds": seconds,
+    }
+
+
+def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=None, norms="chi",
+             scale=None, draws=DEFAULT_DRAWS, queries=DEFAULT_QUERIES, pairs=DEFAULT_PAIRS,
+             first_order_queries=DEFAULT_FIRST_ORDER_QUERIES, target=DEFAULT_TARGET, budgets=None,
+             seed=0, workers=None, progress=None):
+    r"""Diagnose random-feature attention on these queries, keys and values (module docstring).
+
+    Parameters
+    ----------
+    Q : array_like of shape (L, d) or (..., L, d)
+        Queries as the model computes them, *before* the temperature.
+    K : array_like of shape (L_k, d) or (..., L_k, d)
+        Keys; the leading axes broadcast with Q's (and V's), one head per index.
+    V : array_like of shape (L_k, d_v) or (..., L_k, d_v), optional
+        Values; default: synthetic N(0, 1) values with d_v = d (``meta["values"]`` says so).
+    m : int or sequence of int, default :data:`DEFAULT_M`
+        Numbers of projections; r = m (positive, oprf) or 2m (trig, hyperbolic) features.
+    kinds : sequence of str, optional
+        Registered kinds; default all (``rfkernels.estimators.names("kind")``).
+    ensembles : sequence of str, optional
+        Registered ensembles; default :data:`DEFAULT_ENSEMBLES`.
+    presets : sequence of str, optional
+        Numerics (:data:`rfkernels.attention.PRESETS`); default all.
+    norms : str, default "chi"
+        Row-norm law of the projections.
+    scale : float, optional
+        Temperature of the kernel :math:`\exp(\text{scale}\,q^\top k)`, > 0;
+        default :math:`1/\sqrt d`.
+    draws : int, default :data:`DEFAULT_DRAWS`
+        Projection draws per (m, ensemble) and head, >= 2.
+    queries : int, default :data:`DEFAULT_QUERIES`
+        Query rows per draw (fresh each draw; all rows when L is not larger).
+    pairs : int, default :data:`DEFAULT_PAIRS`
+        Query-key pairs per head of the kernel-level statistics.
+    first_order_queries : int, default 8
+        Rows of the first-order theory (0: none).
+    target : float, default :data:`rfkernels.analysis.diagnosis_advice.DEFAULT_TARGET`
+        Target relative attention MSE (attention MSE over the exact output's mean square).
+    budgets : sequence of int, optional
+        Feature budgets r at which to name the best estimator; default every r of the grid.
+    seed : None, int or numpy.random.SeedSequence, default 0
+        Root of all randomness (:data:`SPAWN_KEYS`); None draws fresh entropy (recorded).
+    workers : int, optional
+        Threads working on heads side by side (same numbers whatever the
+        count); default min(heads, usable CPUs).
+    progress : callable, optional
+        ``progress(n)`` after each unit of work; ``meta["units"]`` units in all.
+
+    Returns
+    -------
+    Diagnosis
+
+    Raises
+    ------
+    ValueError, TypeError
+        Missing Q or K, complex, non-numeric, non-finite or empty arrays,
+        fewer than 2 axes, mismatched d, V without one row per key, head
+        axes that do not broadcast, unknown kinds, ensembles, presets or
+        norms, a kind-ensemble pair that does not exist at this d, bad
+        m, scale, draws, queries, pairs, target, budgets, seed or workers.
+        All before any work.
+    MemoryError
+        When the estimated peak allocation does not fit, before any work.
+    """
+    t0 = time.perf_counter()
+    plan, arrays = _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries,
+                         pairs, first_order_queries, target, budgets, seed, workers)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
+    with one_blas_thread():
+        if plan.workers == 1:
+            results = [_head(plan, h, arrays, progress) for h in range(plan.heads)]
+        else:
+            with ThreadPoolExecutor(plan.workers) as pool:
+                results = list(pool.map(lambda h: _head(plan, h, arrays, progress), range(plan.heads)))
+    top = max(float(r["kernel"]["u2"].max()) for r in results)
+    edges = np.linspace(0.0, top if top > 0 else 1.0, HISTOGRAM_BINS + 1)
+    rows = [row for res in results for row in _head_rows(plan, res)]
+    heads = [_head_info(plan, res, edges) for res in results]
+    pooled_logs = {key: np.concatenate([r["kernel"]["log_rel"][key] for r in results])
+                   for key in results[0]["kernel"]["log_rel"]}
+    summary = pool_heads(rows, heads, pooled_logs, _log_quantiles)
+    advice = advise(summary, plan.target, plan.budgets)
+    meta = _meta(plan, edges, time.perf_counter() - t0)
+    meta["units"] = plan.heads * (2 + plan.draws * len(plan.ms) * len(plan.ensembles))
+    return Diagnosis(rows, summary, heads, advice, meta)
