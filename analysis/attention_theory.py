@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfkernels.validation import (
+    check_bool,
     check_choice,
     check_finite,
     check_int,
@@ -122,6 +123,11 @@ class FirstOrderMSE:
     rows_clipped : int
         Rows whose signed sum of terms came out <= 0 by rounding and was set
         to 0 (trig and hyperbolic only; 0 in every measured case).
+    normaliser_rel_var : float or None
+        The relative variance :math:`\operatorname{Var}\hat D_i / D_i^2` of
+        the rows' normalisers at this m, averaged over the rows used (the
+        same closed forms with every :math:`a_j = 1`, minus 1): the
+        expansion needs it small. None where it was not asked for.
     """
 
     mse: float
@@ -133,6 +139,7 @@ class FirstOrderMSE:
     ensemble: str
     all_rows: bool
     rows_clipped: int = 0
+    normaliser_rel_var: float | None = None
 
 
 def _matrix(value, name, shape):
@@ -181,14 +188,27 @@ def _weighted(a, weights, log_weights, tiny):
     return u, log_div
 
 
-def _term(a, weights, log_weights, tiny, k, half, sign, log_scale, log_factor):
-    """(log |S|, sign S) of S = Σ_c (a_c∘w)ᵀ H (a_c∘w) per row, times exp(log_scale + log_factor)."""
-    nb, lk, dv = a.shape
-    u, log_div = _weighted(a, weights, log_weights, tiny)
-    cols = u.transpose(1, 0, 2).reshape(lk, nb * dv)
-    s = _quadratic_forms(k, half, cols, sign).reshape(nb, dv).sum(axis=1)
-    with np.errstate(divide="ignore"):
-        return np.log(np.abs(s)) + log_scale + log_factor + 2.0 * log_div, np.sign(s)
+def _term(parts, weights, log_weights, k, half, sign, log_scale, log_factor):
+    """Per part ``(a, tiny)``: (log |S|, sign S) of S = Σ_c (a_c∘w)ᵀ H (a_c∘w) per row.
+
+    Times exp(log_scale + log_factor). The parts share one pass over the key
+    matrix H (their columns are independent).
+    """
+    cols, shapes, divs = [], [], []
+    for a, tiny in parts:
+        nb, lk, dv = a.shape
+        u, log_div = _weighted(a, weights, log_weights, tiny)
+        cols.append(u.transpose(1, 0, 2).reshape(lk, nb * dv))
+        shapes.append((nb, dv))
+        divs.append(log_div)
+    forms = _quadratic_forms(k, half, np.concatenate(cols, axis=1), sign)
+    out, start = [], 0
+    for (nb, dv), log_div in zip(shapes, divs):
+        s = forms[start:start + nb * dv].reshape(nb, dv).sum(axis=1)
+        start += nb * dv
+        with np.errstate(divide="ignore"):
+            out.append((np.log(np.abs(s)) + log_scale + log_factor + 2.0 * log_div, np.sign(s)))
+    return out
 
 
 def _residuals(logits, p, psum, att, v):
@@ -220,32 +240,8 @@ def _residuals(logits, p, psum, att, v):
     return a, tiny
 
 
-def _batch_log_mse(qb, k, v, half, y, log_y_max, kind):
-    """For query rows ``qb``: log of Σ_c Σ_jj' a a' E[g g'], log D, and the rows clipped."""
-    nb, Lk = qb.shape[0], k.shape[0]
-    logits = qb @ k.T  # (n, L_k)
-    top = logits.max(axis=1, keepdims=True)
-    p = np.exp(logits - top)
-    psum = p.sum(axis=1)
-    att = (p @ v) / psum[:, None]  # exact attention rows
-    log_d = top[:, 0] + np.log(psum)
-    a, tiny = _residuals(logits, p, psum, att, v)
-    log_x = 2.0 * logits + half[None, :]
-    x_max = log_x.max(axis=1)
-    log_xw = log_x - x_max[:, None]
-    x = np.exp(log_xw)
-    qq = np.sum(qb * qb, axis=1)
-    terms = []  # (log-magnitude, sign) per term, each (nb,)
-    if kind in ("positive", "hyperbolic"):
-        terms.append(_term(a, x, log_xw, tiny, k, half, +1.0, 2.0 * x_max,
-                           qq + (math.log(0.5) if kind == "hyperbolic" else 0.0)))
-    if kind == "trig":
-        terms.append(_term(a, x, log_xw, tiny, k, half, -1.0, 2.0 * x_max, -qq + math.log(0.5)))
-    if kind in ("trig", "hyperbolic"):
-        yw = np.broadcast_to(y, (nb, Lk))
-        log_yw = np.broadcast_to(half - log_y_max, (nb, Lk))
-        terms.append(_term(a, yw, log_yw, tiny, k, half, +1.0 if kind == "trig" else -1.0,
-                           2.0 * log_y_max, (qq if kind == "trig" else -qq) + math.log(0.5)))
+def _combine(terms):
+    """log of the signed sum of terms given as (log-magnitude, sign) per row; rows clipped."""
     logs = np.stack([t[0] for t in terms])
     signs = np.stack([t[1] for t in terms])
     top_log = np.max(np.where(signs != 0, logs, -np.inf), axis=0)
@@ -255,7 +251,43 @@ def _batch_log_mse(qb, k, v, half, y, log_y_max, kind):
     bad = ~finite_top | (total <= 0)
     with np.errstate(divide="ignore"):
         log_total = np.where(bad, -np.inf, top_log + np.log(np.where(bad, 1.0, total)))
-    return log_total, log_d, int(np.sum(bad & finite_top))
+    return log_total, int(np.sum(bad & finite_top))
+
+
+def _batch_log_mse(qb, k, v, half, y, log_y_max, kind, normalisers=False):
+    """For query rows ``qb``: log of Σ_c Σ_jj' a a' E[g g'], log D, the rows clipped, and
+    (``normalisers``) the log of E[(Σ_j g_j)^2], the normalisers' second moment at m = 1
+    (every a_j = 1), else None.
+    """
+    nb, Lk = qb.shape[0], k.shape[0]
+    logits = qb @ k.T  # (n, L_k)
+    top = logits.max(axis=1, keepdims=True)
+    p = np.exp(logits - top)
+    psum = p.sum(axis=1)
+    att = (p @ v) / psum[:, None]  # exact attention rows
+    log_d = top[:, 0] + np.log(psum)
+    parts = [_residuals(logits, p, psum, att, v)]
+    if normalisers:
+        parts.append((np.ones((nb, Lk, 1)), []))
+    log_x = 2.0 * logits + half[None, :]
+    x_max = log_x.max(axis=1)
+    log_xw = log_x - x_max[:, None]
+    x = np.exp(log_xw)
+    qq = np.sum(qb * qb, axis=1)
+    terms = []  # per term, per part: (log-magnitude, sign), each (nb,)
+    if kind in ("positive", "hyperbolic"):
+        terms.append(_term(parts, x, log_xw, k, half, +1.0, 2.0 * x_max,
+                           qq + (math.log(0.5) if kind == "hyperbolic" else 0.0)))
+    if kind == "trig":
+        terms.append(_term(parts, x, log_xw, k, half, -1.0, 2.0 * x_max, -qq + math.log(0.5)))
+    if kind in ("trig", "hyperbolic"):
+        yw = np.broadcast_to(y, (nb, Lk))
+        log_yw = np.broadcast_to(half - log_y_max, (nb, Lk))
+        terms.append(_term(parts, yw, log_yw, k, half, +1.0 if kind == "trig" else -1.0,
+                           2.0 * log_y_max, (qq if kind == "trig" else -qq) + math.log(0.5)))
+    log_total, clipped = _combine([t[0] for t in terms])
+    second = _combine([t[1] for t in terms])[0] if normalisers else None
+    return log_total, log_d, clipped, second
 
 
 def _too_large(what):
@@ -264,7 +296,8 @@ def _too_large(what):
                          "first-order theory to mean anything")
 
 
-def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None, seed=None):
+def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None, seed=None,
+                              normalisers=False):
     r"""Delta-method MSE of FAVOR attention for iid projections (module docstring).
 
     Parameters
@@ -288,6 +321,9 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
         and ``stderr`` is the sampling error of the row average.
     seed : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness of the row subset (unused when every row is taken).
+    normalisers : bool, default False
+        Also compute ``normaliser_rel_var``, the normalisers' relative
+        variance at m (about 1/d_v more work).
 
     Returns
     -------
@@ -326,6 +362,7 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"V must have one row per key: K has L_k={k.shape[0]} rows, V has {v.shape[0]}")
     m = check_int(m, "m")
+    normalisers = check_bool(normalisers, "normalisers")
     L, Lk, dv = q.shape[0], k.shape[0], v.shape[1]
     if queries is None:
         rows = np.arange(L, dtype=np.int64)
@@ -352,13 +389,18 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     y = np.exp(half - log_y_max)
 
     log_total = np.empty(rows.size)
+    rel_var = np.empty(rows.size) if normalisers else None
     clipped = 0
     for b0 in range(0, rows.size, batch):
         idx = rows[b0:b0 + batch]
-        logs, log_d, n_clipped = _batch_log_mse(q[idx], k, v, half, y, log_y_max, kind)
+        logs, log_d, n_clipped, second = _batch_log_mse(q[idx], k, v, half, y, log_y_max, kind,
+                                                        normalisers)
         log_total[b0:b0 + idx.size] = logs
         log_total[b0:b0 + idx.size] += -2.0 * log_d - math.log(m) - math.log(dv)
         clipped += n_clipped
+        if normalisers:
+            with np.errstate(over="ignore"):
+                rel_var[b0:b0 + idx.size] = np.maximum(np.expm1(second - 2.0 * log_d), 0.0) / m
 
     if np.any(log_total > 709.0):
         raise _too_large(f"the predicted MSE of {int(np.sum(log_total > 709.0))} row(s) is beyond "
@@ -368,4 +410,5 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     stderr = None if all_rows else (float(per_row.std(ddof=1) / math.sqrt(per_row.size))
                                     if per_row.size >= 2 else None)
     return FirstOrderMSE(mse=mse, stderr=stderr, per_row=per_row, rows=rows, m=m, kind=kind,
-                         ensemble=ensemble, all_rows=bool(all_rows), rows_clipped=clipped)
+                         ensemble=ensemble, all_rows=bool(all_rows), rows_clipped=clipped,
+                         normaliser_rel_var=None if rel_var is None else float(rel_var.mean()))

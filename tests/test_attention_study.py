@@ -83,6 +83,28 @@ def test_first_order_matches_monte_carlo_at_small_scale(kind):
     assert abs(mc - th.mse) / se < 4, (mc, th.mse, se)
 
 
+@pytest.mark.parametrize("kind", DEFAULT_KINDS)
+def test_normaliser_relative_variance_matches_monte_carlo(kind):
+    # Var(D_hat)/D^2 from the same closed forms with a_j = 1; tame inputs (sigma = 0.2)
+    from rfkernels.features import estimate
+
+    q, k, v = study_inputs(32, 4, 0, input_scale=0.2, seed=1)
+    m = 8
+    th = attention_mse_first_order(q, k, v, m, kind, normalisers=True)
+    assert attention_mse_first_order(q, k, v, m, kind).normaliser_rel_var is None
+    D = np.exp(q @ k.T).sum(axis=1)
+    per = np.empty(3000)
+    for t in range(per.size):
+        w = draw_projections(m, 4, seed=np.random.SeedSequence(11, spawn_key=(t,)))
+        per[t] = np.mean(((estimate(q, k, w, kind).sum(axis=1) - D) / D) ** 2)
+    z = (per.mean() - th.normaliser_rel_var) / (per.std(ddof=1) / math.sqrt(per.size))
+    assert abs(z) < 4, (per.mean(), th.normaliser_rel_var, z)
+    # exactly 1/m, like the MSE
+    th4 = attention_mse_first_order(q, k, v, 4 * m, kind, normalisers=True)
+    assert th4.normaliser_rel_var == pytest.approx(th.normaliser_rel_var / 4, rel=1e-12)
+    assert th4.mse == pytest.approx(th.mse / 4, rel=1e-12)
+
+
 def test_first_order_is_exactly_one_over_m_and_subsamples_rows():
     q, k, v = study_inputs(64, 4, 0, input_scale=0.5, seed=1)
     a = attention_mse_first_order(q, k, v, 8, "trig")
