@@ -7,6 +7,8 @@
 - :mod:`~rfkernels.analysis.sweep` runs resumable grids locally or on Dask;
 - :mod:`~rfkernels.analysis.attention` is the attention-level study
   (Figure 4 of the Performer paper), with the deterministic feature maps;
+- :mod:`~rfkernels.analysis.diagnosis` diagnoses random-feature attention on
+  the user's own queries, keys and values (:func:`diagnose`);
 - :mod:`~rfkernels.analysis.capacity` measures the memory capacity of linear
   attention (how many key/value pairs a feature map stores).
 """
@@ -26,6 +28,8 @@ from .attention import (
 from .attention_theory import FirstOrderMSE, attention_mse_first_order
 from .capacity import CapacityResult, FeatureMapSpec, capacity, parse_map
 from .comparison import bias_audit, compare, evaluate_point
+from .diagnosis import Diagnosis, diagnose
+from .diagnosis_io import LoadedQKV, load_qkv
 from .monte_carlo import (
     METHODS,
     MonteCarloBatch,
@@ -44,9 +48,11 @@ __all__ = [
     "AttentionMSETable",
     "AttentionRegime",
     "CapacityResult",
+    "Diagnosis",
     "FeatureMapMSETable",
     "FeatureMapSpec",
     "FirstOrderMSE",
+    "LoadedQKV",
     "MonteCarloBatch",
     "MonteCarloResult",
     "SweepError",
@@ -61,8 +67,10 @@ __all__ = [
     "bias_audit",
     "capacity",
     "compare",
+    "diagnose",
     "evaluate_point",
     "feature_map_attention_mse",
+    "load_qkv",
     "load_table",
     "local_slopes",
     "monte_carlo_mse",

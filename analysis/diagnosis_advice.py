@@ -77,13 +77,15 @@ def _pooled_first_order(group):
     reasons = [r["first_order_reason"] for r in group if r["first_order_reason"]]
     if reasons:
         return {"first_order_mse": None, "first_order_stderr": None, "first_order_valid": None,
-                "first_order_ratio": None, "first_order_reason": reasons[0]}
+                "first_order_ratio": None, "normaliser_rel_sd": None,
+                "first_order_reason": reasons[0]}
     fo = _mean([r["first_order_mse"] for r in group])
     att = _mean([r["attention_mse"] for r in group])
     return {"first_order_mse": fo,
             "first_order_stderr": _combined_se([r["first_order_stderr"] for r in group]),
             "first_order_valid": all(r["first_order_valid"] for r in group),
             "first_order_ratio": fo / att if att and math.isfinite(att) else None,
+            "normaliser_rel_sd": float(np.sqrt(np.mean([r["normaliser_rel_sd"] ** 2 for r in group]))),
             "first_order_reason": None}
 
 

@@ -1,0 +1,253 @@
+"""The report of a diagnosis: Markdown for people, CSV for tables.
+
+:func:`markdown_report` writes what :func:`rfkernels.analysis.diagnose`
+found in the order a user asks: what the data looks like (how large
+|q' + k'|^2 gets), the verdict (which estimators are worse than uniform
+attention, in plain words), the pooled table, the advice and, for several
+heads, one line per head. :func:`write_csv` writes the per-head rows or the
+pooled summary with fixed columns (:data:`CSV_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+__all__ = ["CSV_COLUMNS", "markdown_report", "write_csv"]
+
+#: Columns of the CSV files, in order (summary rows add ``heads`` and ``heads_worse_than_uniform``).
+CSV_COLUMNS = (
+    "head", "preset", "kind", "ensemble", "norms", "m", "r", "params",
+    "attention_mse", "attention_mse_stderr", "relative_mse", "uniform_mse", "zero_mse",
+    "worse_than_uniform", "worse_than_zero", "draws", "draws_nonfinite", "nonpositive_rows_share",
+    "first_order_mse", "first_order_stderr", "first_order_valid", "first_order_ratio",
+    "normaliser_rel_sd",
+    "kernel_rel_mse_median", "kernel_rel_mse_q90", "kernel_rel_mse_q99", "kernel_rel_mse_max",
+    "kernel_rel_mse_mean", "kernel_rel_mse_mean_stderr", "kernel_share_rel_mse_above_1",
+    "heads", "heads_worse_than_uniform", "first_order_reason", "kernel_reason",
+)
+
+
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return ";".join(f"{k}={v!r}" for k, v in value.items())
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def _write(rows, fh):
+    writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in CSV_COLUMNS})
+
+
+def write_csv(rows, file=None):
+    """Write ``rows`` as CSV to a path or a text file; with no file return the text."""
+    if file is None:
+        buf = io.StringIO()
+        _write(rows, buf)
+        return buf.getvalue()
+    if hasattr(file, "write"):
+        _write(rows, file)
+        return None
+    with open(file, "w", newline="") as fh:
+        _write(rows, fh)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+
+
+def _num(value, digits=3):
+    """A number for a table: 3 significant digits, '—' for none, 'beyond float64' for inf."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "beyond float64"
+    return f"{value:.{digits}g}"
+
+
+def _name(row):
+    text = f"{row['kind']} {row['ensemble']}"
+    return text if row["preset"] == "rfkernels" else f"{text} ({row['preset']})"
+
+
+def _table(header, lines):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in line) + " |" for line in lines]
+    return out
+
+
+def _provenance(diag, provenance):
+    meta = diag.meta
+    lines = ["## Provenance", ""]
+    for key, value in (provenance or {}).items():
+        lines.append(f"- **{key}**: `{value}`" if not isinstance(value, dict)
+                     else f"- **{key}**: " + ", ".join(f"{k} `{v}`" for k, v in value.items()))
+    lines += [
+        f"- **rfkernels**: {meta['version']}; seed entropy `{meta['entropy']}`; "
+        f"{meta['seconds']:.1f} s on {meta['workers']} worker(s)",
+        f"- **kernel**: {meta['kernel']}, scale = {meta['scale']:.6g}",
+        f"- **grid**: m = {', '.join(map(str, meta['m_values']))}; kinds {', '.join(meta['kinds'])}; "
+        f"ensembles {', '.join(meta['ensembles'])}; presets {', '.join(meta['presets'])}; "
+        f"norms {meta['norms']}",
+        f"- **sampling**: {meta['draws']} projection draws per (m, ensemble), each on "
+        f"{meta['queries']} query rows; {meta['pairs']} query-key pairs per head for the kernel "
+        f"level; {meta['first_order_queries']} rows for the first-order theory",
+        "",
+    ]
+    return lines
+
+
+def _data(diag):
+    meta, heads = diag.meta, diag.heads
+    pairs = sum(h["pairs"] for h in heads)
+    heavy = sum(h["heavy_tail_share"] * h["pairs"] for h in heads) / pairs
+    q50 = [h["u2_quantiles"]["q50"] for h in heads]
+    q99 = [h["u2_quantiles"]["q99"] for h in heads]
+    exact = sum(h["exact_mean_square"] for h in heads) / len(heads)
+    uniform = sum(h["uniform_mse"] for h in heads) / len(heads)
+    lines = ["## Your data", "",
+             f"- {meta['heads']} head(s) (leading shape {tuple(meta['head_shape'])}), L = {meta['L']} "
+             f"queries, L_k = {meta['L_k']} keys, d = {meta['d']}, d_v = {meta['d_v']}; values "
+             f"{meta['values']}.",
+             f"- |q' + k'|^2 of the scaled vectors: median {_num(min(q50))} to {_num(max(q50))} "
+             f"over heads, 99th percentile up to {_num(max(q99))}, largest "
+             f"{_num(max(h['u2_max'] for h in heads))}.",
+             f"- **{100 * heavy:.1f}%** of the sampled pairs are in the heavy-tail regime "
+             f"(|q' + k'|^2 > {meta['heavy_tail_u2']:g}), where positive-type estimates have a "
+             "roughly log-normal error and Monte Carlo converges slowly.",
+             f"- Exact attention output: mean square {_num(exact)} (the MSE of a zero output); "
+             f"uniform attention (every row the mean of V) has MSE {_num(uniform)}, "
+             f"{_num(uniform / exact if exact > 0 else None)} of it.",
+             ]
+    fitted = {}
+    for h in heads:
+        for kind, params in h["fitted"].items():
+            for name, value in params.items():
+                fitted.setdefault(f"{kind} {name}", []).append(value)
+    for name, values in fitted.items():
+        lines.append(f"- Fitted on each head's queries and keys: {name} from {_num(min(values))} "
+                     f"to {_num(max(values))}.")
+    return lines + [""]
+
+
+def _verdict(diag):
+    lines = ["## Verdict", ""]
+    groups = {}
+    for row in diag.summary:
+        groups.setdefault(_name(row), []).append(row)
+    for name, rows in groups.items():
+        worse = [r for r in rows if r["worse_than_uniform"]]
+        finite = [r for r in rows if r["relative_mse"] is not None]
+        best = min(finite, key=lambda r: r["relative_mse"]) if finite else None
+        if len(worse) == len(rows):
+            lines.append(f"- **{name}: worse than uniform attention at every m measured** "
+                         f"(r = {', '.join(str(r['r']) for r in rows)}). Returning the mean of V "
+                         "would be more accurate" + (": far in the heavy tail the unbiased "
+                                                     "estimator picks keys almost at random."
+                                                     if rows[0]["kind"] != "trig" else
+                                                     ": its normalisers are noisy and change sign."))
+        elif worse:
+            lines.append(f"- **{name}**: worse than uniform attention at m = "
+                         f"{', '.join(str(r['m']) for r in worse)}; better at the others.")
+        else:
+            lines.append(f"- {name}: better than uniform attention at every m measured.")
+        if best is not None:
+            lines[-1] += (f" Lowest relative attention MSE {_num(best['relative_mse'])} at "
+                          f"r = {best['r']}.")
+    return lines + [""]
+
+
+def _summary_table(diag):
+    header = ["estimator", "m", "r", "attention MSE ± se", "relative", "vs uniform",
+              "first order (valid)", "kernel rel. MSE median / 99%"]
+    lines = []
+    for row in diag.summary:
+        fo = ("—" if row["first_order_mse"] is None else
+              f"{_num(row['first_order_mse'])} ({_num(row['first_order_valid'])})")
+        vs = "worse" if row["worse_than_uniform"] else "better or equal"
+        lines.append([_name(row), row["m"], row["r"],
+                      f"{_num(row['attention_mse'])} ± {_num(row['attention_mse_stderr'], 2)}",
+                      _num(row["relative_mse"]), vs, fo,
+                      f"{_num(row['kernel_rel_mse_median'])} / {_num(row['kernel_rel_mse_q99'])}"])
+    return ["## Attention error, pooled over heads", "",
+            "Relative = attention MSE / mean square of the exact output. Kernel level: the exact "
+            "MSE of each exp(scale q.k) over its square, on the sampled pairs.", ""] + \
+        _table(header, lines) + [""]
+
+
+def _advice(diag):
+    adv = diag.advice
+    lines = ["## Advice", "",
+             f"Target: relative attention MSE <= {adv['target']:g} "
+             f"({100 * math.sqrt(adv['target']):.3g}% root-mean-square relative error).", ""]
+    rows = [[_name(b), _num(b["r_needed"]), b["how"], b["note"]] for b in adv["budget"]]
+    lines += _table(["estimator", "features r needed", "how", "note"], rows) + [""]
+    best = []
+    for b in adv["best"]:
+        if b["best"] is None:
+            best.append([b["r"], "—", "—", "—"])
+            continue
+        ahead = {True: "yes", False: "no (within 2 se)", None: "not tested"}[b["ahead_of_runner_up"]]
+        best.append([b["r"], _name(b["best"]), _num(b["best"]["relative_mse"])
+                     + ("" if b["best"]["measured"] else " (interpolated)"), ahead])
+    lines += _table(["r", "best estimator", "relative MSE", "ahead of runner-up"], best)
+    return lines + [""]
+
+
+def _per_head(diag):
+    if len(diag.heads) < 2:
+        return []
+    worse = {}
+    top_m = max(diag.meta["m_values"])
+    for row in diag.rows:
+        if row["m"] == top_m and row["worse_than_uniform"]:
+            worse.setdefault(row["head"], []).append(_name(row))
+    lines = []
+    for h in diag.heads:
+        lines.append([h["head"], tuple(h["index"]), _num(h["u2_quantiles"]["q50"]),
+                      _num(h["u2_quantiles"]["q99"]), f"{100 * h['heavy_tail_share']:.1f}%",
+                      _num(h["uniform_mse"] / h["exact_mean_square"]
+                           if h["exact_mean_square"] > 0 else None),
+                      ", ".join(worse.get(h["head"], [])) or "none"])
+    header = ["head", "index", "|q'+k'|^2 median", "99%", "heavy tail", "uniform / zero MSE",
+              f"worse than uniform at m = {top_m}"]
+    return ["## Per head", ""] + _table(header, lines) + [""]
+
+
+def markdown_report(diagnosis, provenance=None):
+    """The Markdown report of a :class:`rfkernels.analysis.diagnosis.Diagnosis`."""
+    lines = ["# Random-feature attention on your data", ""]
+    lines += _provenance(diagnosis, provenance)
+    lines += _data(diagnosis)
+    lines += _verdict(diagnosis)
+    lines += _summary_table(diagnosis)
+    lines += _advice(diagnosis)
+    lines += _per_head(diagnosis)
+    lines += ["## How to read this", "",
+              "- *Attention MSE*: mean over query rows and value coordinates of (estimate - exact)^2, "
+              "averaged over projection draws; ± one standard error over draws (fresh query rows "
+              "each draw, so it covers the row sample too).",
+              "- *Worse than uniform*: the attention MSE exceeds uniform attention's by more than "
+              "2 standard errors.",
+              "- *First order*: the delta-method prediction (iid only), exactly 1/m; flagged valid "
+              "where the normalisers' predicted relative standard deviation is at most "
+              f"{diagnosis.meta['normaliser_sd_max']:g}.",
+              "- *Advice*: curves of relative MSE against r; 'interpolated' between grid points in "
+              "log-log, 'extrapolated' beyond the grid with the last local slope (an assumption), "
+              "'unreachable' where the error does not fall with r.", ""]
+    return "\n".join(lines)
