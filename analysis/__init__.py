@@ -29,7 +29,7 @@ from .attention_theory import FirstOrderMSE, attention_mse_first_order
 from .capacity import CapacityResult, FeatureMapSpec, capacity, parse_map
 from .comparison import bias_audit, compare, evaluate_point
 from .diagnosis import Diagnosis, diagnose
-from .diagnosis_io import LoadedQKV, load_qkv
+from .diagnosis_io import LoadedQKV, load_qkv, synthetic_qkv
 from .monte_carlo import (
     METHODS,
     MonteCarloBatch,
@@ -80,5 +80,6 @@ __all__ = [
     "parse_map",
     "run_sweep",
     "study_inputs",
+    "synthetic_qkv",
     "trial_estimates",
 ]

@@ -19,6 +19,9 @@ array as stored plus its float64 copy) raise before any data is loaded.
 Errors are one line naming the file (and the member of an ``.npz``); a
 missing, unreadable or directory path raises the ``OSError`` of ``open`` with
 its ``filename`` set.
+
+:func:`synthetic_qkv` makes the queries, keys and values of one layer of a
+random model, for trying the diagnosis (``docs/diagnose.rst``, the benchmark).
 """
 
 from __future__ import annotations
@@ -37,7 +40,29 @@ from numpy.lib import format as npy_format
 
 from rfkernels.validation import check_memory
 
-__all__ = ["LoadedQKV", "load_qkv"]
+__all__ = ["SYNTHETIC_GAINS", "LoadedQKV", "load_qkv", "synthetic_qkv"]
+
+#: Per-head gains of :func:`synthetic_qkv` (repeated over the heads): from a
+#: diffuse head (0.25) to a sharp one (2).
+SYNTHETIC_GAINS = (0.25, 0.5, 1.0, 2.0)
+
+
+def synthetic_qkv(L=512, d=32, heads=4, d_model=128, gains=SYNTHETIC_GAINS, seed=7):
+    """Q, K, V of shape (heads, L, d): one layer of a random model.
+
+    Tokens :math:`x_t \sim N(0, I_{d_{model}})`; head h projects them with
+    :math:`W_q^h, W_k^h` of N(0, g_h^2/d_model) entries (g_h the gains,
+    repeated over the heads) and :math:`W_v^h` of N(0, 1/d_model) entries, so
+    a query has :math:`E|q|^2 = d\,g_h^2` before the temperature. Drawn in
+    the order x, W_q, W_k, W_v from ``numpy.random.default_rng(seed)``.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((L, d_model))
+    g = np.resize(np.asarray(gains, dtype=np.float64), heads)[:, None, None] / math.sqrt(d_model)
+    wq = rng.standard_normal((heads, d_model, d)) * g
+    wk = rng.standard_normal((heads, d_model, d)) * g
+    wv = rng.standard_normal((heads, d_model, d)) / math.sqrt(d_model)
+    return tuple(np.einsum("lm,hmd->hld", x, w) for w in (wq, wk, wv))
 
 _FORMS = ("expected one .npz file holding arrays named q and k (and optionally v), "
           "or two or three .npy files in the order q, k[, v]")
