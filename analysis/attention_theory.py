@@ -100,7 +100,7 @@ _U_EXP = 100
 
 @dataclass(frozen=True)
 class FirstOrderMSE:
-    """Result of :func:`attention_mse_first_order`.
+    r"""Result of :func:`attention_mse_first_order`.
 
     Attributes
     ----------

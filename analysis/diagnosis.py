@@ -293,9 +293,16 @@ def _kernel_level(plan, h, q, k, fitted):
         sl = slice(c0, c0 + x.shape[0])
         u2[sl] = geom.s
         two_logit = 2.0 * np.einsum("ij,ij->i", x, y)
-        for (kind, ens), est in ests.items():
-            for m in plan.ms:
-                logs[(kind, ens, m)][sl] = theory.exact_log_mse(geom, m, est, vectors=(x, y)) - two_logit
+        for (kind, ens), est in list(ests.items()):
+            try:
+                for m in plan.ms:
+                    logs[(kind, ens, m)][sl] = (theory.exact_log_mse(geom, m, est, vectors=(x, y))
+                                                - two_logit)
+            except OverflowError as exc:  # beyond the theory's range (simplex quadrature)
+                reasons[(kind, ens)] = " ".join(str(exc).split())
+                del ests[(kind, ens)]
+                for m in plan.ms:
+                    del logs[(kind, ens, m)]
     return {"u2": u2, "all_pairs": all_pairs, "log_rel": logs, "reasons": reasons}
 
 
@@ -389,19 +396,27 @@ def _head(plan, h, arrays, progress):
 
 
 def _log_quantiles(logs):
-    """Kernel-level statistics of one estimator from its pairs' log relative MSEs."""
+    """Kernel-level statistics of one estimator from its pairs' log relative MSEs.
+
+    Quantiles are empirical (no interpolation, so a pair of exact-zero MSE,
+    log = -inf, cannot turn them into NaN); the mean and its standard error
+    are formed with the largest value factored out, inf beyond float64.
+    """
     n = logs.size
-    qs = np.quantile(logs, KERNEL_QUANTILES)
     top = float(logs.max())
-    log_mean = top + math.log(float(np.mean(np.exp(logs - top))))
-    with np.errstate(over="ignore"):
-        rel = np.exp(logs - top)
-        spread = float(np.std(rel, ddof=1)) * math.exp(top) / math.sqrt(n) if n >= 2 else None
-    out = {f"kernel_rel_mse_q{int(round(100 * p)):02d}": _exp(x) for p, x in zip(KERNEL_QUANTILES, qs)}
+    out = {f"kernel_rel_mse_q{int(round(100 * p)):02d}": _exp(float(x))
+           for p, x in zip(KERNEL_QUANTILES, np.quantile(logs, KERNEL_QUANTILES, method="inverted_cdf"))}
     out["kernel_rel_mse_median"] = out.pop("kernel_rel_mse_q50")
+    if top == -math.inf:  # every sampled pair is estimated exactly
+        mean, spread = 0.0, 0.0
+    else:
+        rel = np.exp(logs - top)
+        mean = _exp(top + math.log(float(rel.mean())))
+        sd = float(rel.std(ddof=1)) if n >= 2 else None
+        spread = None if sd is None else (0.0 if sd == 0 else _exp(top + math.log(sd / math.sqrt(n))))
     out.update({
         "kernel_rel_mse_max": _exp(top),
-        "kernel_rel_mse_mean": _exp(log_mean),
+        "kernel_rel_mse_mean": mean,
         "kernel_rel_mse_mean_stderr": spread,
         "kernel_share_rel_mse_above_1": float(np.mean(logs > 0.0)),
     })
@@ -409,7 +424,7 @@ def _log_quantiles(logs):
 
 
 def _exp(x):
-    """exp(x) as a float, +inf beyond float64 (the JSON says why)."""
+    """exp(x) as a float, +inf beyond float64 (the JSON says why); exp(-inf) = 0."""
     return math.exp(x) if x < 709.78 else math.inf
 
 
@@ -638,6 +653,11 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
         All before any work.
     MemoryError
         When the estimated peak allocation does not fit, before any work.
+
+    Where a theory is out of its range on these data (an OverflowError of
+    the exact MSE or of the first-order theory), the fields are None and the
+    row's ``kernel_reason`` or ``first_order_reason`` says why; nothing is inf
+    or NaN without its reason.
     """
     t0 = time.perf_counter()
     plan, arrays = _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries,
@@ -655,7 +675,8 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     rows = [row for res in results for row in _head_rows(plan, res)]
     heads = [_head_info(plan, res, edges) for res in results]
     pooled_logs = {key: np.concatenate([r["kernel"]["log_rel"][key] for r in results])
-                   for key in results[0]["kernel"]["log_rel"]}
+                   for key in results[0]["kernel"]["log_rel"]
+                   if all(key in r["kernel"]["log_rel"] for r in results)}
     summary = pool_heads(rows, heads, pooled_logs, _log_quantiles)
     advice = advise(summary, plan.target, plan.budgets)
     meta = _meta(plan, edges, time.perf_counter() - t0)

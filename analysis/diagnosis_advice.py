@@ -120,8 +120,8 @@ def pool_heads(rows, heads, pooled_logs, kernel_stats):
 
     ``pooled_logs[(kind, ensemble, m)]`` holds the log relative kernel MSEs
     of every head's pairs; ``kernel_stats(logs)`` their statistics (the
-    kernel fields of a row). Where a (kind, ensemble) has no exact theory
-    the first head's row gives the fields and the reason.
+    kernel fields of a row). Where a (kind, ensemble, m) has no exact value
+    on some head, the pooled fields are None with that head's reason.
     """
     groups = {}
     for row in rows:
@@ -130,8 +130,10 @@ def pool_heads(rows, heads, pooled_logs, kernel_stats):
     out = []
     for (p, kind, ens, m), group in groups.items():
         logs = pooled_logs.get((kind, ens, m))
-        if logs is None:
-            kernel = {k: v for k, v in group[0].items() if k.startswith("kernel_")}
+        if logs is None:  # no theory, or out of its range on some head: that head's reason
+            why = next(r for r in group if r["kernel_reason"] is not None)
+            kernel = {k: (v if k == "kernel_reason" else None) for k, v in why.items()
+                      if k.startswith("kernel_")}
         else:
             kernel = kernel_stats(logs)
             if all_pairs:

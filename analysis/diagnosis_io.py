@@ -48,7 +48,7 @@ SYNTHETIC_GAINS = (0.25, 0.5, 1.0, 2.0)
 
 
 def synthetic_qkv(L=512, d=32, heads=4, d_model=128, gains=SYNTHETIC_GAINS, seed=7):
-    """Q, K, V of shape (heads, L, d): one layer of a random model.
+    r"""Q, K, V of shape (heads, L, d): one layer of a random model.
 
     Tokens :math:`x_t \sim N(0, I_{d_{model}})`; head h projects them with
     :math:`W_q^h, W_k^h` of N(0, g_h^2/d_model) entries (g_h the gains,
