@@ -474,6 +474,7 @@ def _attention_fields(draws, bad, exact_ms, uniform_mse):
         "relative_mse": mean / exact_ms if ok and exact_ms > 0 else None,
         "uniform_mse": uniform_mse, "zero_mse": exact_ms,
         "worse_than_uniform": bool(mean - uniform_mse > 2 * se) if ok else bool(finite.size < n),
+        "better_than_uniform": bool(uniform_mse - mean > 2 * se) if ok else False,
         "worse_than_zero": bool(mean - exact_ms > 2 * se) if ok else bool(finite.size < n),
         "nonpositive_rows_share": float(bad.mean()),
     }
@@ -532,7 +533,7 @@ class Diagnosis:
         ``heads_worse_than_uniform``; the kernel-level statistics of the
         pooled pairs.
     heads : list of dict
-        Per head: its index, sizes, |q' + k'|^2 quantiles and histogram
+        Per head: its index, sizes, ``|q' + k'|^2`` quantiles and histogram
         (edges ``meta["histogram_edges"]``), heavy-tail share, the exact
         output's mean square, the uniform baseline and the fitted parameters.
     advice : dict

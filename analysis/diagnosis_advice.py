@@ -105,6 +105,7 @@ def _pooled_row(group, kernel):
         "relative_mse": att / zero if ok and zero > 0 else None,
         "uniform_mse": uniform, "zero_mse": zero,
         "worse_than_uniform": bool(att - uniform > 2 * se) if ok else True,
+        "better_than_uniform": bool(uniform - att > 2 * se) if ok else False,
         "worse_than_zero": bool(att - zero > 2 * se) if ok else True,
         "nonpositive_rows_share": float(np.mean([r["nonpositive_rows_share"] for r in group])),
         "heads_worse_than_uniform": int(sum(r["worse_than_uniform"] for r in group)),

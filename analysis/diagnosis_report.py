@@ -20,7 +20,7 @@ __all__ = ["CSV_COLUMNS", "markdown_report", "write_csv"]
 CSV_COLUMNS = (
     "head", "preset", "kind", "ensemble", "norms", "m", "r", "params",
     "attention_mse", "attention_mse_stderr", "relative_mse", "uniform_mse", "zero_mse",
-    "worse_than_uniform", "worse_than_zero", "draws", "draws_nonfinite", "nonpositive_rows_share",
+    "worse_than_uniform", "better_than_uniform", "worse_than_zero", "draws", "draws_nonfinite", "nonpositive_rows_share",
     "first_order_mse", "first_order_stderr", "first_order_valid", "first_order_ratio",
     "normaliser_rel_sd",
     "kernel_rel_mse_median", "kernel_rel_mse_q90", "kernel_rel_mse_q99", "kernel_rel_mse_max",
@@ -154,6 +154,8 @@ def _verdict(diag):
         worse = [r for r in rows if r["worse_than_uniform"]]
         finite = [r for r in rows if r["relative_mse"] is not None]
         best = min(finite, key=lambda r: r["relative_mse"]) if finite else None
+        better = [r for r in rows if r["better_than_uniform"]]
+        unclear = [r for r in rows if not r["worse_than_uniform"] and not r["better_than_uniform"]]
         if len(worse) == len(rows):
             lines.append(f"- **{name}: worse than uniform attention at every m measured** "
                          f"(r = {', '.join(str(r['r']) for r in rows)}). Returning the mean of V "
@@ -161,11 +163,15 @@ def _verdict(diag):
                                                      "estimator picks keys almost at random."
                                                      if rows[0]["kind"] != "trig" else
                                                      ": its normalisers are noisy and change sign."))
-        elif worse:
-            lines.append(f"- **{name}**: worse than uniform attention at m = "
-                         f"{', '.join(str(r['m']) for r in worse)}; better at the others.")
-        else:
+        elif len(better) == len(rows):
             lines.append(f"- {name}: better than uniform attention at every m measured.")
+        else:
+            parts = [f"{label} at m = {', '.join(str(r['m']) for r in group)}"
+                     for label, group in (("**worse than uniform attention**", worse),
+                                          ("better than uniform attention", better),
+                                          ("within 2 se of uniform attention", unclear))
+                     if group]
+            lines.append(f"- **{name}**: " + "; ".join(parts) + ".")
         if best is not None:
             lines[-1] += (f" Lowest relative attention MSE {_num(best['relative_mse'])} at "
                           f"r = {best['r']}.")
@@ -179,7 +185,8 @@ def _summary_table(diag):
     for row in diag.summary:
         fo = ("—" if row["first_order_mse"] is None else
               f"{_num(row['first_order_mse'])} ({_num(row['first_order_valid'])})")
-        vs = "worse" if row["worse_than_uniform"] else "better or equal"
+        vs = ("worse" if row["worse_than_uniform"] else
+              "better" if row["better_than_uniform"] else "within 2 se")
         lines.append([_name(row), row["m"], row["r"],
                       f"{_num(row['attention_mse'])} ± {_num(row['attention_mse_stderr'], 2)}",
                       _num(row["relative_mse"]), vs, fo,
@@ -242,8 +249,8 @@ def markdown_report(diagnosis, provenance=None):
               "- *Attention MSE*: mean over query rows and value coordinates of (estimate - exact)^2, "
               "averaged over projection draws; ± one standard error over draws (fresh query rows "
               "each draw, so it covers the row sample too).",
-              "- *Worse than uniform*: the attention MSE exceeds uniform attention's by more than "
-              "2 standard errors.",
+              "- *Worse (better) than uniform*: the attention MSE is above (below) uniform "
+              "attention's by more than 2 standard errors; else within 2 se, not distinguishable.",
               "- *First order*: the delta-method prediction (iid only), exactly 1/m; flagged valid "
               "where the normalisers' predicted relative standard deviation is at most "
               f"{diagnosis.meta['normaliser_sd_max']:g}.",

@@ -16,7 +16,7 @@ import sys
 _COMMANDS: dict = {}
 
 #: Modules of :mod:`rfkernels.commands` that register subcommands, in --help order.
-COMMAND_MODULES = ("check", "mse", "compare", "sweep", "attention", "capacity", "figures")
+COMMAND_MODULES = ("check", "mse", "compare", "sweep", "attention", "capacity", "diagnose", "figures")
 
 
 def command(name, help):

@@ -1,0 +1,362 @@
+"""``rfkernels diagnose``: random-feature attention on the user's own queries, keys and values.
+
+Reads Q, K and optionally V (:func:`rfkernels.analysis.load_qkv`: one
+``.npz`` holding arrays ``q``, ``k`` and optionally ``v``, or two or three
+``.npy`` files in the order q, k, v), runs
+:func:`rfkernels.analysis.diagnose` and writes into the folder ``--out``:
+
+- ``diagnosis.json``: everything (meta, heads, summary, advice, rows) as
+  strict JSON, every null with its reason in ``"null_reasons"``, with
+  ``"command": "diagnose"`` and the provenance (the equivalent command line,
+  the input files and their SHA-256, versions, git revision, time);
+- ``report.md``: the report for people (:meth:`Diagnosis.to_markdown`);
+- ``diagnosis.csv`` (one row per head, preset, kind, ensemble and m) and
+  ``diagnosis_summary.csv`` (pooled over heads);
+- ``diagnosis.png``: :func:`rfkernels.figures.diagnosis.plot_diagnosis`.
+
+The folder is created if missing. An existing one must hold only earlier
+outputs of this command (its ``diagnosis.json`` says ``"command":
+"diagnose"``): any other entry is refused, with its name, before anything
+is read or computed, and nothing of the user's is ever replaced or deleted.
+Every file is written atomically (:func:`rfkernels.storage.atomic_write`,
+with the permissions the umask gives), the JSON first, so that an
+interrupted run's folder stays recognisably this command's. A progress bar
+is shown when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import sys
+import time
+
+from .cli import command
+from ..storage import atomic_write, git_revision, package_versions
+from ._options import (LIST_NOTE, MAX_WORKERS, add_list, choice, float_value, int_range,
+                       int_value, name_value, seed_value)
+from ._output import dumps
+
+#: The sidecar that marks a folder as this command's (its ``"command"`` is :data:`COMMAND`).
+JSON_NAME = "diagnosis.json"
+COMMAND = "diagnose"
+#: Every file a run writes into ``--out``, in the order written (the sidecar first).
+OUTPUTS = (JSON_NAME, "report.md", "diagnosis.csv", "diagnosis_summary.csv", "diagnosis.png")
+#: Default ``--out``.
+DEFAULT_OUT = "rfkernels-diagnosis"
+#: Prefix of the probe file that checks ``--out`` is writable (removed at once).
+PROBE_PREFIX = ".rfkernels-diagnose-probe."
+
+#: An output of this command, or a temporary file of its atomic writes (".NAME.RANDOM.tmp").
+_OWN = re.compile(r"(?:{0})|\.(?:{0})\.[^/]*\.tmp|{1}[^/]*".format(
+    "|".join(re.escape(n) for n in OUTPUTS), re.escape(PROBE_PREFIX)))
+
+#: Attention-level fields, undefined where a draw's output was not finite.
+_ATTENTION_FIELDS = ("attention_mse", "attention_mse_stderr", "relative_mse", "first_order_ratio")
+#: Fields of the first-order theory that are not named ``first_order_*``.
+_FIRST_ORDER_FIELDS = ("normaliser_rel_sd",)
+#: Why an option of the parsed arguments is null: it was not given, and this is its default.
+_DEFAULTS = {
+    "kind": "not given: every registered kind (meta.kinds)",
+    "preset": "not given: every preset (meta.presets)",
+    "scale": "not given: 1/sqrt(d), as in Transformers (meta.scale)",
+    "budget": "not given: every r of the grid",
+    "workers": "not given: min(heads, usable CPUs) (meta.workers)",
+}
+
+
+def _add(p):
+    from rfkernels.analysis.diagnosis import (
+        DEFAULT_DRAWS,
+        DEFAULT_ENSEMBLES,
+        DEFAULT_FIRST_ORDER_QUERIES,
+        DEFAULT_M,
+        DEFAULT_PAIRS,
+        DEFAULT_QUERIES,
+    )
+    from rfkernels.analysis.diagnosis_advice import DEFAULT_TARGET
+    from rfkernels.attention import PRESETS
+
+    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    presets = choice(PRESETS, "preset")
+    p.epilog = (LIST_NOTE + "\n\nThe kernel is exp(scale q.k), split symmetrically (q' = sqrt(scale) q, "
+                "k' = sqrt(scale) k);\nevery |q' + k'|^2 reported is of the scaled vectors. A value "
+                "that is not defined\n(or beyond float64) is null in diagnosis.json, with its reason "
+                "in \"null_reasons\".")
+    p.add_argument("files", nargs="+", metavar="FILE", type=name_value("file name"),
+                   help="one .npz holding arrays q and k (and optionally v), or two or three .npy "
+                        "files in the order q, k[, v]; shapes (..., L, d), each index of the "
+                        "leading axes is a head (default V: synthetic N(0, 1) values)")
+    p.add_argument("--out", default=DEFAULT_OUT, type=name_value("folder name"),
+                   help="output folder: new, empty, or an earlier output of this command "
+                        "(any other file in it is refused before any work)")
+    add_list(p, "--m", convert=int_value, default=DEFAULT_M,
+             help="numbers of projections m (r = m or 2m features, by kind)")
+    add_list(p, "--kind", convert=kinds,
+             help=f"estimators among {', '.join(kinds.choices)} (default: all of them)")
+    add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
+             help=f"projection ensembles among {', '.join(ensembles.choices)}")
+    add_list(p, "--preset", convert=presets,
+             help=f"attention numerics among {', '.join(presets.choices)} (default: all of them)")
+    p.add_argument("--norms", type=norms, default="chi",
+                   help=f"row norms of the projections: {', '.join(norms.choices)}")
+    p.add_argument("--scale", type=float_value, default=None,
+                   help="temperature of the kernel exp(scale q.k), > 0 (default: 1/sqrt(d), "
+                        "as in Transformers)")
+    p.add_argument("--draws", type=int_value, default=DEFAULT_DRAWS,
+                   help="projection draws per m, ensemble and head (>= 2)")
+    p.add_argument("--queries", type=int_value, default=DEFAULT_QUERIES,
+                   help="query rows per draw, drawn afresh each draw (all rows when L is not larger)")
+    p.add_argument("--pairs", type=int_value, default=DEFAULT_PAIRS,
+                   help="query-key pairs per head of the kernel-level statistics")
+    p.add_argument("--first-order-queries", type=int_value, default=DEFAULT_FIRST_ORDER_QUERIES,
+                   help="query rows of the first-order theory (0: none)")
+    p.add_argument("--target", type=float_value, default=DEFAULT_TARGET,
+                   help="target relative attention MSE (MSE over the exact output's mean square)")
+    add_list(p, "--budget", convert=int_value,
+             help="feature budgets r at which to name the best estimator (default: every r "
+                  "of the grid)")
+    p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
+    p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
+                   help="threads working on heads side by side, with the same numbers (default: "
+                        "min(heads, usable CPUs))")
+
+
+def _is_ours(folder):
+    """True when ``folder`` holds a ``diagnosis.json`` (a plain file) of this command."""
+    import json
+
+    path = os.path.join(folder, JSON_NAME)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh).get("command") == COMMAND
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return False
+
+
+def check_out_dir(out):
+    """The absolute folder of ``--out``, after refusing one this command must not or cannot write.
+
+    Raises ``NotADirectoryError`` when ``out`` or a folder above it is a file,
+    ``FileExistsError`` naming the first entry that is not an output of this
+    command (every entry is, in a folder whose ``diagnosis.json`` is this
+    command's; a link or a folder never is), ``PermissionError`` when nothing
+    can be written there. Creates nothing.
+    """
+    import tempfile
+
+    path = os.path.abspath(out)
+    probe = path
+    while not os.path.exists(probe):  # the nearest existing folder above
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        where = "is a file" if probe == path else f"is under {probe}, which is a file"
+        raise NotADirectoryError(f"--out {out} {where}, not a folder; choose a folder for the "
+                                 "diagnosis")
+    if probe == path:
+        ours = _is_ours(path)
+        for entry in sorted(os.listdir(path)):
+            full = os.path.join(path, entry)
+            if not (ours and _OWN.fullmatch(entry) and os.path.isfile(full)
+                    and not os.path.islink(full)):
+                raise FileExistsError(
+                    f"--out {out} holds {entry!r}, which is not an output of rfkernels diagnose; "
+                    "refusing to write there (nothing was changed): choose a new or empty folder, "
+                    "or an earlier output folder of rfkernels diagnose")
+    try:  # os.access is not enough: root, ACLs, read-only mounts
+        fd, tmp = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=probe)
+    except OSError as exc:
+        raise PermissionError(f"--out {out}: cannot write in {probe} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return path
+
+
+def null_reason(key, value, row):
+    """Why a value of ``diagnosis.json`` is null (see :mod:`rfkernels.commands._output`)."""
+    base = key.split("[", 1)[0]
+    if base.endswith("_reason"):
+        return "nothing to explain: the fields it would explain have values"
+    if (base.startswith("first_order_") or base in _FIRST_ORDER_FIELDS) and row.get("first_order_reason"):
+        return row["first_order_reason"]
+    if base.startswith("kernel_") and row.get("kernel_reason"):
+        return row["kernel_reason"]
+    if base in _ATTENTION_FIELDS and row.get("draws_nonfinite"):
+        return (f"{row['draws_nonfinite']} of {row.get('draws')} projection draws gave an attention "
+                "output that is not finite (a normaliser exactly 0, or an overflow), so the mean "
+                "over draws is not defined")
+    if isinstance(value, float) and math.isinf(value):
+        return "beyond float64" if value > 0 else "-inf: beyond float64"
+    if value is not None:
+        return None  # NaN: the generic reason
+    if "files" in row and "out" in row:  # the parsed arguments
+        return _DEFAULTS.get(base)
+    return _OTHER_NULLS.get(base, lambda row: None)(row)
+
+
+#: Reasons of the other nulls a diagnosis can hold, by field: ``reason(row)``.
+_OTHER_NULLS = {
+    "relative_mse": lambda row: ("the exact output is zero (mean square 0): no relative MSE"
+                                 if row.get("zero_mse") == 0 else None),
+    "first_order_ratio": lambda row: "the attention MSE is 0 or not finite",
+    "first_order_stderr": lambda row: "the first-order theory used every query row: no sampling error",
+    "kernel_rel_mse_mean_stderr": lambda row: "fewer than 2 pairs: no standard error",
+    "params": lambda row: (f"pooled over {row.get('heads')} heads, each with its own fitted "
+                           "parameters (see the rows)"),
+    "git_revision": lambda row: "not run from a git checkout (or git is not available)",
+    "v": lambda row: "no V given: synthetic N(0, 1) values (meta.values)",
+    "member": lambda row: "a .npy file, not a member of an .npz",
+    "r_needed": lambda row: row.get("note"),
+    "best": lambda row: "no estimator has a finite relative MSE at this r",
+    "ahead_of_runner_up": lambda row: ("not decided: the best and the runner-up are not both "
+                                       "measured at this r with standard errors"),
+    "relative_mse_stderr": lambda row: ("interpolated between grid points: no standard error"
+                                        if row.get("measured") is False else None),
+}
+
+
+def _command_line(args, meta):
+    """The equivalent command line, every option explicit (defaults as the run resolved them)."""
+    def join(values):
+        return ",".join(str(v) for v in values)
+
+    parts = ["rfkernels", COMMAND, *args.files, "--out", args.out, "--m", join(meta["m_values"]),
+             "--kind", join(meta["kinds"]), "--ensemble", join(meta["ensembles"]),
+             "--preset", join(meta["presets"]), "--norms", meta["norms"],
+             "--scale", repr(meta["scale"]), "--draws", str(args.draws),
+             "--queries", str(args.queries), "--pairs", str(args.pairs),
+             "--first-order-queries", str(args.first_order_queries),
+             "--target", repr(meta["target"]), "--seed", str(meta["entropy"])]
+    if args.budget is not None:
+        parts += ["--budget", join(args.budget)]
+    if args.workers is not None:
+        parts += ["--workers", str(args.workers)]
+    return shlex.join(parts)
+
+
+def _provenance(args, loaded, meta, seconds):
+    import datetime
+
+    return {
+        "command_line": _command_line(args, meta),
+        "arguments": {k: v for k, v in vars(args).items() if k != "command"},
+        "inputs": loaded.sources,
+        "version": meta["version"],
+        "git_revision": git_revision(),
+        "versions": package_versions(),
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "seconds_to_diagnose": seconds,
+    }
+
+
+def _units(loaded, args):
+    """The progress bar's total, or None where the shapes are wrong (diagnose says how)."""
+    import numpy as np
+
+    try:
+        shapes = [a.shape[:-2] for a in (loaded.q, loaded.k, loaded.v) if a is not None]
+        heads = math.prod(np.broadcast_shapes(*shapes))
+        return heads * (2 + args.draws * len(args.m) * len(args.ensemble))
+    except (ValueError, TypeError, IndexError):
+        return None
+
+
+def _run_diagnosis(loaded, args):
+    """:func:`rfkernels.analysis.diagnose` on the loaded arrays, with a progress bar on a terminal."""
+    import threading
+
+    from tqdm import tqdm
+
+    from rfkernels.analysis import diagnose
+
+    bar = tqdm(total=_units(loaded, args), unit="step", file=sys.stderr,
+               disable=not sys.stderr.isatty(), desc="rfkernels diagnose")
+    lock = threading.Lock()  # heads run on threads
+
+    def progress(n):
+        with lock:
+            bar.update(n)
+
+    try:
+        return diagnose(
+            loaded.q, loaded.k, loaded.v, m=args.m, kinds=args.kind, ensembles=args.ensemble,
+            presets=args.preset, norms=args.norms, scale=args.scale, draws=args.draws,
+            queries=args.queries, pairs=args.pairs, first_order_queries=args.first_order_queries,
+            target=args.target, budgets=args.budget, seed=args.seed, workers=args.workers,
+            progress=progress)
+    finally:
+        bar.close()
+
+
+def _write(folder, diag, provenance):
+    """Every output, rendered in memory first, then written atomically; returns the paths."""
+    from ..figures.diagnosis import plot_diagnosis
+
+    sidecar = {"command": COMMAND, "files": list(OUTPUTS), "provenance": provenance,
+               **diag.to_dict()}
+    texts = {
+        JSON_NAME: dumps(sidecar, explain=null_reason, indent=1) + "\n",  # strict JSON
+        "report.md": diag.to_markdown(provenance),
+        "diagnosis.csv": diag.to_csv(table="rows"),
+        "diagnosis_summary.csv": diag.to_csv(table="summary"),
+    }
+    check_out_dir(folder)  # again: a file may have appeared while the diagnosis ran
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for name, text in texts.items():
+        paths.append(os.path.join(folder, name))
+        atomic_write(paths[-1], text)
+    paths.append(plot_diagnosis(diag, os.path.join(folder, "diagnosis.png")))
+    return paths
+
+
+def _fmt(x, spec=".3g"):
+    return "-" if x is None or not math.isfinite(x) else format(x, spec)
+
+
+def _print_summary(diag, paths, seconds):
+    meta, summary = diag.meta, diag.summary
+    print(f"diagnosed {meta['heads']} head(s): L={meta['L']}, L_k={meta['L_k']}, d={meta['d']}, "
+          f"scale={meta['scale']:.4g}, V {meta['values'].split(':')[0]}; {meta['draws']} draws, "
+          f"target relative MSE {meta['target']:g}")
+    best = max(diag.advice["best"], key=lambda e: e["r"], default=None)
+    if best is None or best["best"] is None:
+        where = "" if best is None else f" at r = {best['r']}"
+        print(f"best estimator{where}: none with a finite attention MSE")
+    else:
+        b = best["best"]
+        se = "" if b["relative_mse_stderr"] is None else f" +- {_fmt(b['relative_mse_stderr'], '.2g')}"
+        how = "" if b["measured"] else " (interpolated)"
+        print(f"best estimator at r = {best['r']}: {b['kind']}, {b['ensemble']} ({b['preset']}), "
+              f"relative MSE {_fmt(b['relative_mse'])}{se}{how}")
+    last = {}
+    for row in summary:  # each estimator at its largest m
+        key = (row["preset"], row["kind"], row["ensemble"])
+        if key not in last or row["m"] > last[key]["m"]:
+            last[key] = row
+    worse = [f"{k}/{e}" for (_, k, e), row in last.items() if row["worse_than_uniform"]]
+    print(f"worse than uniform attention at their largest m: {len(worse)} of {len(last)} "
+          f"estimators{': ' + ', '.join(worse) if worse else ''}")
+    print(f"wrote {', '.join(paths)} in {seconds:.1f} s")
+
+
+@command(COMMAND, "diagnose random-feature attention on your own queries, keys and values")(_add)
+def _run(args):
+    from rfkernels.analysis import load_qkv
+
+    start = time.perf_counter()
+    folder = check_out_dir(args.out)  # before anything is read or computed
+    loaded = load_qkv(args.files)
+    diag = _run_diagnosis(loaded, args)
+    provenance = _provenance(args, loaded, diag.meta, time.perf_counter() - start)
+    paths = _write(folder, diag, provenance)
+    _print_summary(diag, [os.path.join(args.out, os.path.basename(p)) for p in paths],
+                   time.perf_counter() - start)
+    return 0
