@@ -538,7 +538,10 @@ class Diagnosis:
         output's mean square, the uniform baseline and the fitted parameters.
     advice : dict
         ``{"target": ..., "budget": [...], "best": [...]}``
-        (:func:`rfkernels.analysis.diagnosis_advice.advise`).
+        (:func:`rfkernels.analysis.diagnosis_advice.advise`) of the pooled
+        rows, and with several heads ``"per_head"``: ``[{"head": h, "budget":
+        [...]}]``, each head's own budgets (the pooled error is dominated by
+        the heads with the largest outputs' errors).
     meta : dict
         Arguments, sizes, seed entropy and spawn keys, version, timings.
     """
@@ -680,6 +683,10 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
                    if all(key in r["kernel"]["log_rel"] for r in results)}
     summary = pool_heads(rows, heads, pooled_logs, _log_quantiles)
     advice = advise(summary, plan.target, plan.budgets)
+    if plan.heads > 1:  # one budget per head: which heads the layer's budget is for
+        advice["per_head"] = [{"head": res["head"], "budget": advise(
+            [r for r in rows if r["head"] == res["head"]], plan.target, [])["budget"]}
+            for res in results]
     meta = _meta(plan, edges, time.perf_counter() - t0)
     meta["units"] = plan.heads * (2 + plan.draws * len(plan.ms) * len(plan.ensembles))
     return Diagnosis(rows, summary, heads, advice, meta)

@@ -213,26 +213,42 @@ def _advice(diag):
         best.append([b["r"], _name(b["best"]), _num(b["best"]["relative_mse"])
                      + ("" if b["best"]["measured"] else " (interpolated)"), ahead])
     lines += _table(["r", "best estimator", "relative MSE", "ahead of runner-up"], best)
+    if adv.get("per_head"):
+        lines += ["", "Per head, the features r needed (the layer needs the largest):", ""]
+        names = [_name(b) for b in adv["per_head"][0]["budget"]]
+        cells = []
+        for entry in adv["per_head"]:
+            got = {_name(b): b for b in entry["budget"]}
+            cells.append([entry["head"]] + [
+                "—" if got[n]["r_needed"] is None else
+                f"{got[n]['r_needed']}" + ("" if got[n]["how"] in ("interpolated", "at most")
+                                           else f" ({got[n]['how']})") for n in names])
+        lines += _table(["head"] + names, cells)
     return lines + [""]
 
 
 def _per_head(diag):
     if len(diag.heads) < 2:
         return []
-    worse = {}
+    worse, best = {}, {}
     top_m = max(diag.meta["m_values"])
     for row in diag.rows:
         if row["m"] == top_m and row["worse_than_uniform"]:
             worse.setdefault(row["head"], []).append(_name(row))
+        rel = row["relative_mse"]
+        if rel is not None and (row["head"] not in best or rel < best[row["head"]]["relative_mse"]):
+            best[row["head"]] = row
     lines = []
     for h in diag.heads:
+        b = best.get(h["head"])
         lines.append([h["head"], tuple(h["index"]), _num(h["u2_quantiles"]["q50"]),
                       _num(h["u2_quantiles"]["q99"]), f"{100 * h['heavy_tail_share']:.1f}%",
                       _num(h["uniform_mse"] / h["exact_mean_square"]
                            if h["exact_mean_square"] > 0 else None),
+                      "—" if b is None else f"{_num(b['relative_mse'])} ({_name(b)}, r = {b['r']})",
                       ", ".join(worse.get(h["head"], [])) or "none"])
-    header = ["head", "index", "|q'+k'|^2 median", "99%", "heavy tail", "uniform / zero MSE",
-              f"worse than uniform at m = {top_m}"]
+    header = ["head", "index", "\\|q'+k'\\|^2 median", "99%", "heavy tail", "uniform / zero MSE",
+              "lowest relative MSE", f"worse than uniform at m = {top_m}"]
     return ["## Per head", ""] + _table(header, lines) + [""]
 
 
