@@ -34,7 +34,7 @@ import sys
 import time
 
 from .cli import command
-from ..storage import atomic_write, git_revision, package_versions
+from ..storage import atomic_write, check_output_folder, git_revision, package_versions
 from ._options import (LIST_NOTE, MAX_WORKERS, add_list, choice, float_value, int_range,
                        int_value, name_value, seed_value)
 from ._output import dumps
@@ -147,36 +147,10 @@ def check_out_dir(out):
     command's; a link or a folder never is), ``PermissionError`` when nothing
     can be written there. Creates nothing.
     """
-    import tempfile
-
-    path = os.path.abspath(out)
-    probe = path
-    while not os.path.exists(probe):  # the nearest existing folder above
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    if not os.path.isdir(probe):
-        where = "is a file" if probe == path else f"is under {probe}, which is a file"
-        raise NotADirectoryError(f"--out {out} {where}, not a folder; choose a folder for the "
-                                 "diagnosis")
-    if probe == path:
-        ours = _is_ours(path)
-        for entry in sorted(os.listdir(path)):
-            full = os.path.join(path, entry)
-            if not (ours and _OWN.fullmatch(entry) and os.path.isfile(full)
-                    and not os.path.islink(full)):
-                raise FileExistsError(
-                    f"--out {out} holds {entry!r}, which is not an output of rfkernels diagnose; "
-                    "refusing to write there (nothing was changed): choose a new or empty folder, "
-                    "or an earlier output folder of rfkernels diagnose")
-    try:  # os.access is not enough: root, ACLs, read-only mounts
-        fd, tmp = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=probe)
-    except OSError as exc:
-        raise PermissionError(f"--out {out}: cannot write in {probe} ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(tmp)
-    return path
+    ours = os.path.isdir(out) and _is_ours(out)
+    return check_output_folder(
+        out, lambda name, full: ours and bool(_OWN.fullmatch(name)) and os.path.isfile(full)
+        and not os.path.islink(full), "diagnose", "the diagnosis")
 
 
 def null_reason(key, value, row):

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 
-from rfkernels.storage import atomic_write
+from rfkernels.storage import atomic_write, check_output_folder
 
 from ._common import naming
 
@@ -68,36 +67,10 @@ def check_out_dir(out_dir, figure_names):
     out_dir = os.fspath(out_dir)
     if not out_dir:
         raise ValueError("--out must name a folder; got ''")
-    path = os.path.abspath(out_dir)
-    probe = path
-    while not os.path.exists(probe):  # the nearest existing folder above
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    if not os.path.isdir(probe):
-        where = "is a file" if probe == path else f"is under {probe}, which is a file"
-        raise NotADirectoryError(f"--out {out_dir} {where}, not a folder; choose a folder for the figures")
-    if probe == path:
-        entries = sorted(os.listdir(path))
-        if entries:
-            own = _own_pattern(figure_names)
-            ours = _is_ours(path)
-            foreign = [e for e in entries if not (ours and own.fullmatch(e)
-                                                   and not os.path.isdir(os.path.join(path, e)))]
-            if foreign:
-                raise FileExistsError(
-                    f"--out {out_dir} holds {foreign[0]!r}, which is not an output of rfkernels "
-                    "figures; refusing to write there (nothing was changed): choose an empty or "
-                    "new folder, or an earlier output folder of rfkernels figures")
-    # writable? (os.access is not enough: root, ACLs, read-only mounts)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".rfkernels-figures-probe.", dir=probe)
-    except OSError as exc:
-        raise PermissionError(
-            f"--out {out_dir}: cannot write in {probe} ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(tmp)
+    own = _own_pattern(figure_names)
+    ours = os.path.isdir(out_dir) and _is_ours(out_dir)
+    check_output_folder(out_dir, lambda name, full: ours and bool(own.fullmatch(name))
+                        and not os.path.isdir(full), "figures", "the figures")
 
 
 def manifest_files(out_dir):

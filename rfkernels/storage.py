@@ -59,6 +59,46 @@ def atomic_write(path, content):
         raise
 
 
+def check_output_folder(out, owned, command, what):
+    """The absolute folder ``out`` after refusing one a command must not or cannot write.
+
+    The one rule of every command that writes a folder (``rfkernels
+    figures``, ``rfkernels diagnose``): the folder may be missing (nothing
+    is created here), empty, or hold only entries for which
+    ``owned(name, full_path)`` is true (the caller's earlier outputs).
+    Raises ``NotADirectoryError`` when ``out`` or a folder above it is a
+    file, ``FileExistsError`` naming the first entry that is not owned,
+    ``PermissionError`` when nothing can be written in the nearest existing
+    folder (a probe file, removed at once: ``os.access`` is not enough for
+    root, ACLs or read-only mounts). ``command`` names the command and
+    ``what`` its outputs in the messages.
+    """
+    path = os.path.abspath(os.fspath(out))
+    probe = path
+    while not os.path.exists(probe):  # the nearest existing folder above
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        where = "is a file" if probe == path else f"is under {probe}, which is a file"
+        raise NotADirectoryError(f"--out {out} {where}, not a folder; choose a folder for {what}")
+    if probe == path:
+        for entry in sorted(os.listdir(path)):
+            if not owned(entry, os.path.join(path, entry)):
+                raise FileExistsError(
+                    f"--out {out} holds {entry!r}, which is not an output of rfkernels {command}; "
+                    "refusing to write there (nothing was changed): choose an empty or new "
+                    f"folder, or an earlier output folder of rfkernels {command}")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".rfkernels-{command}-probe.", dir=probe)
+    except OSError as exc:
+        raise PermissionError(f"--out {out}: cannot write in {probe} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return path
+
+
 def git_revision():
     """The git commit of the installed source tree, or None outside a checkout."""
     here = os.path.dirname(os.path.abspath(__file__))
