@@ -70,6 +70,7 @@ from rfkernels.attention import FAVOR_BLOCK, PRESETS, favor_attention, softmax_a
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
 from rfkernels.projections import draw_projections
+from rfkernels.strict_json import json_safe
 from rfkernels.validation import check_choice, check_int, check_memory, check_real
 from rfkernels.version import __version__
 from rfkernels.workers import usable_cpus
@@ -77,7 +78,7 @@ from rfkernels.workers import usable_cpus
 from .attention_data import check_names, check_scale, distinct_ints, root_entropy
 from .attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
 from .diagnosis_advice import DEFAULT_TARGET, advise, check_target, pool_heads
-from .diagnosis_report import markdown_report, write_csv
+from .diagnosis_report import markdown_report, null_reason, write_csv
 from .lean_favor import one_blas_thread
 
 __all__ = [
@@ -556,13 +557,15 @@ class Diagnosis:
         return [r for r in rows if all(r.get(k) == v for k, v in where.items())]
 
     def to_dict(self):
-        """Everything as plain Python: ``meta``, ``heads``, ``summary``, ``advice``, ``rows``.
+        """Everything as strict JSON content: ``meta``, ``heads``, ``summary``, ``advice``, ``rows``.
 
-        Values beyond float64 are ``inf`` here; ``rfkernels diagnose`` writes
-        them as null with their reason (strict JSON).
+        ``json.dumps(d, allow_nan=False)`` works: a value beyond float64
+        (``inf`` in :attr:`rows`) is null here, and every null of an object
+        has its reason in that object's ``"null_reasons"``
+        (:func:`rfkernels.analysis.diagnosis_report.null_reason`).
         """
-        return {"meta": self.meta, "heads": self.heads, "summary": self.summary,
-                "advice": self.advice, "rows": self.rows}
+        return json_safe({"meta": self.meta, "heads": self.heads, "summary": self.summary,
+                          "advice": self.advice, "rows": self.rows}, explain=null_reason)
 
     def to_csv(self, file=None, table="rows"):
         """``table`` ("rows" or "summary") as CSV to a path or text file; no file: the text."""

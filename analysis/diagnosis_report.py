@@ -14,7 +14,7 @@ import csv
 import io
 import math
 
-__all__ = ["CSV_COLUMNS", "markdown_report", "write_csv"]
+__all__ = ["CSV_COLUMNS", "markdown_report", "null_reason", "write_csv"]
 
 #: Columns of the CSV files, in order (summary rows add ``heads`` and ``heads_worse_than_uniform``).
 CSV_COLUMNS = (
@@ -27,6 +27,50 @@ CSV_COLUMNS = (
     "kernel_rel_mse_mean", "kernel_rel_mse_mean_stderr", "kernel_share_rel_mse_above_1",
     "heads", "heads_worse_than_uniform", "first_order_reason", "kernel_reason",
 )
+
+
+#: Attention-level fields, undefined where a draw's output was not finite.
+_ATTENTION_FIELDS = ("attention_mse", "attention_mse_stderr", "relative_mse", "first_order_ratio")
+#: Fields of the first-order theory that are not named ``first_order_*``.
+_FIRST_ORDER_FIELDS = ("normaliser_rel_sd",)
+#: Reasons of the other nulls a diagnosis can hold, by field: ``reason(row)``.
+_OTHER_NULLS = {
+    "relative_mse": lambda row: ("the exact output is zero (mean square 0): no relative MSE"
+                                 if row.get("zero_mse") == 0 else None),
+    "first_order_ratio": lambda row: "the attention MSE is 0 or not finite",
+    "first_order_stderr": lambda row: "the first-order theory used every query row: no sampling error",
+    "kernel_rel_mse_mean_stderr": lambda row: "fewer than 2 pairs: no standard error",
+    "params": lambda row: (f"pooled over {row.get('heads')} heads, each with its own fitted "
+                           "parameters (see the rows)"),
+    "r_needed": lambda row: row.get("note"),
+    "best": lambda row: "no estimator has a finite relative MSE at this r",
+    "ahead_of_runner_up": lambda row: ("not decided: the best and the runner-up are not both "
+                                       "measured at this r with standard errors"),
+    "relative_mse_stderr": lambda row: ("interpolated between grid points: no standard error"
+                                        if row.get("measured") is False else None),
+}
+
+
+def null_reason(key, value, row):
+    """Why a value of a diagnosis is null in its strict JSON (``explain`` of
+    :func:`rfkernels.strict_json.json_safe`): the row's own reason fields, a
+    draw that was not finite, beyond float64, or the field's meaning."""
+    base = key.split("[", 1)[0]
+    if base.endswith("_reason"):
+        return "nothing to explain: the fields it would explain have values"
+    if (base.startswith("first_order_") or base in _FIRST_ORDER_FIELDS) and row.get("first_order_reason"):
+        return row["first_order_reason"]
+    if base.startswith("kernel_") and row.get("kernel_reason"):
+        return row["kernel_reason"]
+    if base in _ATTENTION_FIELDS and row.get("draws_nonfinite"):
+        return (f"{row['draws_nonfinite']} of {row.get('draws')} projection draws gave an attention "
+                "output that is not finite (a normaliser exactly 0, or an overflow), so the mean "
+                "over draws is not defined")
+    if isinstance(value, float) and math.isinf(value):
+        return "beyond float64" if value > 0 else "-inf: beyond float64"
+    if value is not None:
+        return None  # NaN: the generic reason
+    return _OTHER_NULLS.get(base, lambda row: None)(row)
 
 
 def _cell(value):

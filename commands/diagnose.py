@@ -53,10 +53,6 @@ PROBE_PREFIX = ".rfkernels-diagnose-probe."
 _OWN = re.compile(r"(?:{0})|\.(?:{0})\.[^/]*\.tmp|{1}[^/]*".format(
     "|".join(re.escape(n) for n in OUTPUTS), re.escape(PROBE_PREFIX)))
 
-#: Attention-level fields, undefined where a draw's output was not finite.
-_ATTENTION_FIELDS = ("attention_mse", "attention_mse_stderr", "relative_mse", "first_order_ratio")
-#: Fields of the first-order theory that are not named ``first_order_*``.
-_FIRST_ORDER_FIELDS = ("normaliser_rel_sd",)
 #: Why an option of the parsed arguments is null: it was not given, and this is its default.
 _DEFAULTS = {
     "kind": "not given: every registered kind (meta.kinds)",
@@ -154,45 +150,23 @@ def check_out_dir(out):
 
 
 def null_reason(key, value, row):
-    """Why a value of ``diagnosis.json`` is null (see :mod:`rfkernels.commands._output`)."""
+    """Why a value of ``diagnosis.json`` is null: the arguments' and inputs' nulls here, the
+    diagnosis's own from :func:`rfkernels.analysis.diagnosis_report.null_reason`."""
+    from rfkernels.analysis.diagnosis_report import null_reason as diagnosis_null
+
     base = key.split("[", 1)[0]
-    if base.endswith("_reason"):
-        return "nothing to explain: the fields it would explain have values"
-    if (base.startswith("first_order_") or base in _FIRST_ORDER_FIELDS) and row.get("first_order_reason"):
-        return row["first_order_reason"]
-    if base.startswith("kernel_") and row.get("kernel_reason"):
-        return row["kernel_reason"]
-    if base in _ATTENTION_FIELDS and row.get("draws_nonfinite"):
-        return (f"{row['draws_nonfinite']} of {row.get('draws')} projection draws gave an attention "
-                "output that is not finite (a normaliser exactly 0, or an overflow), so the mean "
-                "over draws is not defined")
-    if isinstance(value, float) and math.isinf(value):
-        return "beyond float64" if value > 0 else "-inf: beyond float64"
-    if value is not None:
-        return None  # NaN: the generic reason
-    if "files" in row and "out" in row:  # the parsed arguments
+    if value is None and "files" in row and "out" in row:  # the parsed arguments
         return _DEFAULTS.get(base)
-    return _OTHER_NULLS.get(base, lambda row: None)(row)
+    if value is None and base in _INPUT_NULLS:
+        return _INPUT_NULLS[base]
+    return diagnosis_null(key, value, row)
 
 
-#: Reasons of the other nulls a diagnosis can hold, by field: ``reason(row)``.
-_OTHER_NULLS = {
-    "relative_mse": lambda row: ("the exact output is zero (mean square 0): no relative MSE"
-                                 if row.get("zero_mse") == 0 else None),
-    "first_order_ratio": lambda row: "the attention MSE is 0 or not finite",
-    "first_order_stderr": lambda row: "the first-order theory used every query row: no sampling error",
-    "kernel_rel_mse_mean_stderr": lambda row: "fewer than 2 pairs: no standard error",
-    "params": lambda row: (f"pooled over {row.get('heads')} heads, each with its own fitted "
-                           "parameters (see the rows)"),
-    "git_revision": lambda row: "not run from a git checkout (or git is not available)",
-    "v": lambda row: "no V given: synthetic N(0, 1) values (meta.values)",
-    "member": lambda row: "a .npy file, not a member of an .npz",
-    "r_needed": lambda row: row.get("note"),
-    "best": lambda row: "no estimator has a finite relative MSE at this r",
-    "ahead_of_runner_up": lambda row: ("not decided: the best and the runner-up are not both "
-                                       "measured at this r with standard errors"),
-    "relative_mse_stderr": lambda row: ("interpolated between grid points: no standard error"
-                                        if row.get("measured") is False else None),
+#: Reasons of the nulls of the provenance (the inputs and the checkout).
+_INPUT_NULLS = {
+    "git_revision": "not run from a git checkout (or git is not available)",
+    "v": "no V given: synthetic N(0, 1) values (meta.values)",
+    "member": "a .npy file, not a member of an .npz",
 }
 
 

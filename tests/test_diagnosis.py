@@ -9,6 +9,7 @@ tame (MATH.md, "Monte Carlo error is heavy-tailed") and the flags where it
 is not, the advice on hand-made curves, and the null fields.
 """
 
+import json
 import math
 import warnings
 
@@ -770,6 +771,10 @@ def test_kernel_error_beyond_float64_is_inf_not_a_crash():
     res = diagnose(q, q, np.eye(2)[:, :1], m=1, draws=2, scale=1.0, kinds=["positive"],
                    ensembles=["iid"], first_order_queries=0)
     assert res.rows[0]["kernel_rel_mse_max"] == math.inf
+    doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))  # strict: inf became null
+    row = doc["rows"][0]
+    assert row["kernel_rel_mse_max"] is None
+    assert row["null_reasons"]["kernel_rel_mse_max"] == "beyond float64"
 
 
 def test_simplex_theory_out_of_range_gives_a_reason():
