@@ -45,7 +45,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -55,12 +55,12 @@ from .features import (
     FEATURE_MAPS,
     check_feature_map,
     check_oprf_a,
-    oprf_exponents,
     feature_dimension,
     feature_map,
     oprf_auto_a,
 )
 from .estimators.registry import check_kind
+from .presets import KeyState, check_preset, preset_attention, query_features
 from .validation import (
     KINDS,
     check_bool,
@@ -83,11 +83,10 @@ __all__ = [
 
 #: What :func:`linear_attention` and :func:`favor_attention` do with rows whose normaliser is <= 0.
 NONPOSITIVE_POLICIES = ("nan", "divide", "raise")
-#: Numerics of attention with random features: ``"rfkernels"`` is the estimators
-#: as MATH.md states them (stabilised by factors that cancel exactly). Public
-#: implementations' numerics (their stabiliser's epsilon, their QR) are the
-#: presets of issue 21; ``rfkernels diagnose`` already reports a preset axis.
-PRESETS = ("rfkernels",)
+#: Numerics of attention with random features (:mod:`rfkernels.presets`):
+#: ``"rfkernels"`` (the estimators as MATH.md states them) and what public
+#: implementations compute on the same inputs and W.
+PRESETS = ("rfkernels", "performer-pytorch", "google-research", "xformers")
 #: Output normalisations of :func:`linear_attention`: divide by the attention
 #: normaliser φ(q)ᵀΣφ(k), or sum-normalise φ(q) and φ(k) and divide by nothing.
 NORMALIZATIONS = ("attention", "sum")
@@ -132,6 +131,12 @@ class AttentionResult:
     A : float or None
         The OPRF parameter used (``A="auto"`` resolved to its float); None
         for every other kind.
+    preset : str
+        The numerics (:mod:`rfkernels.presets`).
+    stabiliser_share : ndarray of shape (L,) or None
+        Per row, the share of the normaliser due to the preset's additive
+        epsilon, :math:`1 - \hat D_i^{(\varepsilon = 0)}/\hat D_i` (0 for
+        presets without one); None for ``"rfkernels"``.
     """
 
     output: Any
@@ -145,6 +150,8 @@ class AttentionResult:
     normalization: str = "attention"
     nu: Any = None
     A: Any = None
+    preset: str = "rfkernels"
+    stabiliser_share: Any = None
 
 
 # --------------------------------------------------------------- validation
@@ -286,58 +293,9 @@ def softmax_attention(Q, K, V, *, causal=False, block_size=None):
 # --------------------------------------------------------------- FAVOR
 
 
-def _query_features(q, w, kind, stabilize, xp, A=None):
-    """φ(q) for a block of queries, divided by a positive per-row factor if stabilised."""
-    if not stabilize:
-        return feature_map(q, w, kind, A=A)
-    proj = q @ w.T
-    if kind == "oprf":
-        # sqrt(1−4A) ω·q + A|ω|² + const; the row maximum absorbs −|q|²/2 and the constants
-        proj = oprf_exponents(proj, w, A, xp)
-    if kind == "trig":
-        # drops exp(|q|²/2)/sqrt(m): a positive per-row factor
-        return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
-    if kind == "hyperbolic":
-        proj = xp.concatenate([proj, -proj], axis=1)
-    # exponent ω·q − |q|²/2 minus its row maximum max_l ω_l·q − |q|²/2
-    return xp.exp(proj - xp.max(proj, axis=1, keepdims=True))
-
-
-def _key_log_features(k, w, kind, xp, A=None):
-    """Key features as (log-part, sign-part): φ(k) ∝ exp(log-part) · sign-part."""
-    proj = k @ w.T
-    half_sq = 0.5 * xp.sum(k * k, axis=1, keepdims=True)
-    if kind == "oprf":
-        return oprf_exponents(proj, w, A, xp) - half_sq, None
-    if kind == "trig":
-        return half_sq, xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1)
-    if kind == "hyperbolic":
-        proj = xp.concatenate([proj, -proj], axis=1)
-    return proj - half_sq, None
-
-
-class _KeyState:
-    """Running key shift b: the maximum of the key exponents seen so far."""
-
-    def __init__(self, kind, stabilize, xp, A=None):
-        self.kind, self.stabilize, self.xp, self.A = kind, stabilize, xp, A
-        self.shift = xp.asarray(-xp.inf)
-
-    def features(self, k, w):
-        """(φ(k_block) / exp(b_new), exp(b_old − b_new)); rescale earlier sums by the latter."""
-        xp = self.xp
-        if not self.stabilize:
-            return feature_map(k, w, self.kind, A=self.A), None
-        log_part, sign_part = _key_log_features(k, w, self.kind, xp, self.A)
-        new = xp.maximum(self.shift, xp.max(log_part))
-        rescale = xp.exp(self.shift - new)  # exp(-inf) = 0 on the first block, sums are 0 then
-        self.shift = new
-        phi = xp.exp(log_part - new)
-        return (phi if sign_part is None else phi * sign_part), rescale
-
-
 def favor_attention(
-    Q, K, V, W, kind, *, A=None, causal=False, stabilize=True, nonpositive="nan", block_size=None
+    Q, K, V, W, kind, *, A=None, causal=False, stabilize=True, nonpositive="nan", block_size=None,
+    preset="rfkernels",
 ):
     r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
 
@@ -387,6 +345,14 @@ def favor_attention(
         :data:`FAVOR_CAUSAL_BLOCK` (128) when causal. Memory is
         O(block·(r + d_v)) plus, for causal, O(block²); results agree between
         block sizes to rounding.
+    preset : str, default "rfkernels"
+        The numerics (:data:`PRESETS`, :mod:`rfkernels.presets`): the
+        estimators as stated, or what ``"performer-pytorch"``,
+        ``"google-research"`` or ``"xformers"`` compute on the same inputs and
+        W (their epsilon, shifts and guard; bidirectional, NumPy, and the
+        kinds each library offers; ``stabilize`` applies to ``"rfkernels"``
+        only). ``result.stabiliser_share`` is each row's share of its
+        normaliser due to the library's epsilon.
 
     Returns
     -------
@@ -488,6 +454,13 @@ def favor_attention(
             f"for the deterministic map {kind!r} use linear_attention(Q, K, V, None, {kind!r})"
         )
     check_kind(kind)
+    entry = check_preset(preset, kind, causal is True)
+    if entry.name != "rfkernels":
+        if stabilize is not True:
+            raise ValueError(f"stabilize applies to preset='rfkernels'; preset={entry.name!r} "
+                             "computes what its library computes")
+        return _linear_attention(Q, K, V, W, kind, None, "attention", causal, True, nonpositive,
+                                 block_size, "favor_attention", A, entry)
     return _linear_attention(Q, K, V, W, kind, None, "attention", causal, stabilize,
                              nonpositive, block_size, "favor_attention", A)
 
@@ -599,7 +572,7 @@ class _Features:
     ``queries(q)`` gives φ(q) up to a positive per-row factor (which cancels
     in attention normalisation); ``keys(k)`` gives ``(φ(k), rescale)``, where
     ``rescale`` (or None) multiplies the sums accumulated so far (the
-    running key shift of the random kinds, see :class:`_KeyState`).
+    running key shift of the random kinds, see :class:`rfkernels.presets.KeyState`).
     """
 
     def __init__(self, w, kind, nu, normalization, stabilize, xp, A=None):
@@ -607,14 +580,14 @@ class _Features:
         self.sum = normalization == "sum"
         self.random = kind not in FEATURE_MAPS
         self.shifted = self.random and not self.sum and stabilize
-        self.key_state = _KeyState(kind, stabilize, xp, A) if self.shifted else None
+        self.key_state = KeyState(kind, stabilize, xp, A) if self.shifted else None
 
     def _plain(self, x):
         return feature_map(x, self.w, self.kind, nu=self.nu, sum_normalize=self.sum, A=self.A)
 
     def queries(self, q):
         if self.shifted:
-            return _query_features(q, self.w, self.kind, True, self.xp, self.A)
+            return query_features(q, self.w, self.kind, True, self.xp, self.A)
         return self._plain(q)
 
     def keys(self, k):
@@ -624,7 +597,7 @@ class _Features:
 
 
 def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, nonpositive,
-                      block_size, caller, A=None):
+                      block_size, caller, A=None, entry=None):
     """Validate everything, then run the one linear-attention core."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
     deterministic, nu, _ = check_feature_map(kind, W, nu, False, A=A)
@@ -665,6 +638,16 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
 
     if isinstance(A, str):  # "auto": A* of the mean |q_i + k_j|^2 / d, O((L + L_k) d)
         A = oprf_auto_a(to_numpy(q), to_numpy(k))
+    if entry is not None:  # a library's numerics (rfkernels.presets)
+        if xp is not np:
+            raise ValueError(f"preset={entry.name!r} runs on NumPy arrays only")
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            try:
+                num, den, share = preset_attention(q, k, v, w, kind, entry, A=A, block=block)
+            except FloatingPointError as exc:
+                raise FloatingPointError(f"{caller}: {exc}") from None
+        res = _normalise(num, den, kind, nu, causal, True, nonpositive, xp, v, w, caller, A)
+        return replace(res, preset=entry.name, stabiliser_share=share)
     feats = _Features(w, kind, nu, normalization, stabilize, xp, A)
     try:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):

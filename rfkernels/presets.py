@@ -1,0 +1,314 @@
+r"""Attention numerics: rfkernels' stabilised features, and what public implementations compute.
+
+A **preset** is the arithmetic an implementation of FAVOR performs on the
+same pre-scaled inputs (kernel :math:`\exp(q^\top k)`: a library's own
+:math:`d^{-1/4}` is the caller's scaling) and the same projections W.
+Projection laws are kept apart: they are :func:`rfkernels.draw_projections`
+ensembles (each preset names its library's default in ``ensemble`` and
+``norms``), so any W may be used with any preset.
+
+``"rfkernels"``
+    The estimators as MATH.md states them, stabilised by factors that cancel
+    exactly in each row's ratio (:func:`query_features`,
+    :class:`KeyState`; :func:`rfkernels.favor_attention`, Notes).
+``"performer-pytorch"``
+    lucidrains/performer-pytorch at commit
+    ``fc8b78441b1e27eb5d9b01fc738a8772cee07127``,
+    ``performer_pytorch/performer_pytorch.py``: ``softmax_kernel`` (L90-115)
+    and ``linear_attention`` (L170-175). With :math:`u_l = \omega_l^\top x`
+    and :math:`h = |x|^2/2`, each feature is
+    :math:`m^{-1/2}(e^{u_l - h - c} + \varepsilon)`, :math:`\varepsilon = 10^{-4}`,
+    with :math:`c = \max_l u_l` per query and :math:`c = \max_{j, l} u_{jl}`
+    over every key and feature of the head (the shift does not include
+    :math:`-h`); the normaliser is :math:`\hat D_i = \varphi(q_i)^\top \sum_j \varphi(k_j)`
+    with no guard. Kind ``"positive"`` only (its ``generalized_kernel`` is
+    a deterministic ReLU map). Default law: QR blocks without the sign fix,
+    chi norms (``"orthogonal-unfixed-qr"``, ``"chi"``).
+``"google-research"``
+    google-research/google-research, ``performer/fast_attention/jax/fast_attention.py``
+    at commit ``8de59738d37133bc2537b62831674d3929da3c5b``: the same
+    features (``nonnegative_softmax_kernel_feature_creator``, L52-111; the
+    key maximum over features and the sequence) with the
+    :math:`\varepsilon = 10^{-6}` that ``make_fast_softmax_attention``
+    passes as ``numerical_stabilizer`` (L205-215), and the normaliser guard
+    :math:`R \leftarrow R + 2\varepsilon\,[|R| \le \varepsilon]` before the
+    reciprocal (L706-708). Kind ``"positive"`` only; default law as above.
+``"xformers"``
+    facebookresearch/xformers at commit
+    ``279e083384ea26b5359ac65d116fd12b15b32643`` (the last with FAVOR),
+    ``xformers/components/attention/feature_maps/softmax.py`` (L45-89,
+    L160-228) and ``favor.py`` (L159-168): features
+    :math:`\exp(\pm u_l - h - \log\sqrt{r} + 10^{-6})` with **no max shift**
+    (the :math:`10^{-6}` is inside the exponent, a factor that cancels), r
+    the feature count; no guard. Kinds ``"positive"`` (SMOrf) and
+    ``"hyperbolic"`` (SMHyperbolic, SMReg). Default law: its own
+    construction (``"orthogonal-xformers"``), fixed norms (SMReg, the
+    default feature map). Its features overflow where :math:`\pm u_l - h`
+    passes the dtype's largest exponent (709.78 in float64, 88.72 in
+    float32, 11.09 in float16): reported as ``FloatingPointError``.
+
+The max shifts cancel in the ratio; an additive :math:`\varepsilon` does
+not: once the keys' shifted features are far below it, every normaliser is
+dominated by it and each output row tends to the mean of V. The share of
+the normaliser due to :math:`\varepsilon`,
+:math:`1 - \hat D_i^{(\varepsilon = 0)} / \hat D_i`, is returned per row
+(``stabiliser_share``).
+
+Every function here takes an optional ``rnd``: a callable applied to the
+result of every arithmetic step (None: none), with which
+:mod:`rfkernels.analysis.precision` emulates float32, float16 and bfloat16
+arithmetic on the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .features import feature_map, oprf_exponents
+from .validation import check_choice
+
+__all__ = [
+    "PRESETS",
+    "KeyState",
+    "Preset",
+    "check_preset",
+    "key_log_features",
+    "preset",
+    "preset_attention",
+    "query_features",
+]
+
+
+def _same(a):
+    return a
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The numerics of one implementation (module docstring).
+
+    Attributes
+    ----------
+    name, summary, source : str
+        ``source``: repository, pinned commit, file and lines.
+    kinds : tuple of str
+        The kinds the implementation offers (others are refused).
+    ensemble, norms : str
+        Its default projection law, as a :func:`rfkernels.draw_projections` ensemble.
+    epsilon : float
+        The additive stabiliser of every feature (0: none).
+    guard : bool
+        The normaliser becomes :math:`R + 2\\varepsilon [|R| \\le \\varepsilon]`.
+    shifted : bool
+        Exponents are shifted by the query's and the key set's maxima of
+        :math:`\\omega^\\top x` (False: unshifted, they can overflow).
+    log_offset : float
+        A constant inside every exponent (cancels in the ratio).
+    """
+
+    name: str
+    summary: str
+    source: str
+    kinds: tuple
+    ensemble: str
+    norms: str
+    epsilon: float = 0.0
+    guard: bool = False
+    shifted: bool = True
+    log_offset: float = 0.0
+
+
+#: The presets, by name (module docstring).
+PRESETS = {p.name: p for p in (
+    Preset("rfkernels", "the estimators as MATH.md states them, stabilised by factors that cancel",
+           "rfkernels", ("trig", "positive", "hyperbolic", "oprf"), "orthogonal", "chi"),
+    Preset("performer-pytorch", "softmax_kernel: max shifts, epsilon 1e-4 added to every feature",
+           "lucidrains/performer-pytorch@fc8b78441b1e27eb5d9b01fc738a8772cee07127 "
+           "performer_pytorch/performer_pytorch.py L90-115, L170-175",
+           ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-4),
+    Preset("google-research", "fast_attention (JAX): max shifts, epsilon 1e-6, normaliser guard",
+           "google-research/google-research@8de59738d37133bc2537b62831674d3929da3c5b "
+           "performer/fast_attention/jax/fast_attention.py L52-111, L205-215, L706-708",
+           ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-6, guard=True),
+    Preset("xformers", "SMOrf / SMHyperbolic / SMReg: unshifted features, 1e-6 inside the exponent",
+           "facebookresearch/xformers@279e083384ea26b5359ac65d116fd12b15b32643 "
+           "xformers/components/attention/feature_maps/softmax.py L45-89, L160-228; "
+           "xformers/components/attention/favor.py L159-168",
+           ("positive", "hyperbolic"), "orthogonal-xformers", "fixed", shifted=False,
+           log_offset=1e-6),
+)}
+
+
+def preset(name):
+    """The :class:`Preset` named ``name`` (ValueError listing them otherwise)."""
+    return PRESETS[check_choice(name, "preset", tuple(PRESETS))]
+
+
+def check_preset(name, kind, causal=False):
+    """The :class:`Preset` for ``kind`` (already a valid kind), refusing what it does not offer."""
+    entry = preset(name)
+    if kind not in entry.kinds:
+        raise ValueError(f"preset {entry.name!r} offers kind(s) {', '.join(map(repr, entry.kinds))} "
+                         f"only ({entry.source.split(' ')[0]}); got kind={kind!r}")
+    if causal and entry.name != "rfkernels":
+        raise ValueError(f"preset {entry.name!r}: only bidirectional attention is reproduced; "
+                         "causal=True needs preset='rfkernels'")
+    return entry
+
+
+# ---------------------------------------------------------------------------
+# rfkernels' own stabilised features (used by rfkernels.favor_attention)
+# ---------------------------------------------------------------------------
+
+
+def query_features(q, w, kind, stabilize, xp, A=None, rnd=None):
+    """φ(q) for a block of queries, divided by a positive per-row factor if stabilised."""
+    r = _same if rnd is None else rnd
+    if not stabilize:
+        return feature_map(q, w, kind, A=A)
+    proj = r(q @ w.T)
+    if kind == "oprf":
+        # sqrt(1−4A) ω·q + A|ω|² + const; the row maximum absorbs −|q|²/2 and the constants
+        proj = r(oprf_exponents(proj, w, A, xp))
+    if kind == "trig":
+        # drops exp(|q|²/2)/sqrt(m): a positive per-row factor
+        return xp.concatenate([r(xp.sin(proj)), r(xp.cos(proj))], axis=1)
+    if kind == "hyperbolic":
+        proj = xp.concatenate([proj, -proj], axis=1)
+    # exponent ω·q − |q|²/2 minus its row maximum max_l ω_l·q − |q|²/2
+    return r(xp.exp(r(proj - xp.max(proj, axis=1, keepdims=True))))
+
+
+def key_log_features(k, w, kind, xp, A=None, rnd=None):
+    """Key features as (log-part, sign-part): φ(k) ∝ exp(log-part) · sign-part."""
+    r = _same if rnd is None else rnd
+    proj = r(k @ w.T)
+    half_sq = r(0.5 * xp.sum(r(k * k), axis=1, keepdims=True))
+    if kind == "oprf":
+        return r(r(oprf_exponents(proj, w, A, xp)) - half_sq), None
+    if kind == "trig":
+        return half_sq, xp.concatenate([r(xp.sin(proj)), r(xp.cos(proj))], axis=1)
+    if kind == "hyperbolic":
+        proj = xp.concatenate([proj, -proj], axis=1)
+    return r(proj - half_sq), None
+
+
+class KeyState:
+    """Running key shift b: the maximum of the key exponents seen so far."""
+
+    def __init__(self, kind, stabilize, xp, A=None):
+        self.kind, self.stabilize, self.xp, self.A = kind, stabilize, xp, A
+        self.shift = xp.asarray(-xp.inf)
+
+    def features(self, k, w):
+        """(φ(k_block) / exp(b_new), exp(b_old − b_new)); rescale earlier sums by the latter."""
+        xp = self.xp
+        if not self.stabilize:
+            return feature_map(k, w, self.kind, A=self.A), None
+        log_part, sign_part = key_log_features(k, w, self.kind, xp, self.A)
+        new = xp.maximum(self.shift, xp.max(log_part))
+        rescale = xp.exp(self.shift - new)  # exp(-inf) = 0 on the first block, sums are 0 then
+        self.shift = new
+        phi = xp.exp(log_part - new)
+        return (phi if sign_part is None else phi * sign_part), rescale
+
+
+# ---------------------------------------------------------------------------
+# Every preset on one bidirectional path
+# ---------------------------------------------------------------------------
+
+
+def _library_features(x, w, kind, entry, shift, r, xp):
+    """(features, features without epsilon) of one block as the library computes them."""
+    u = r(x @ w.T)
+    if kind == "hyperbolic":
+        u = xp.concatenate([u, -u], axis=1)
+    h = r(0.5 * xp.sum(r(x * x), axis=1, keepdims=True))
+    if entry.shifted:
+        c = xp.max(u, axis=1, keepdims=True) if shift is None else shift
+        e = r(xp.exp(r(r(u - h) - c)))
+    else:
+        e = r(xp.exp(r(u + r(entry.log_offset - h - math.log(math.sqrt(u.shape[1]))))))
+        return e, e
+    ratio = 1.0 / math.sqrt(u.shape[1])
+    return r(ratio * r(e + entry.epsilon)), r(ratio * e)
+
+
+def _key_shift(k, w, kind, entry, block, r, xp):
+    """The key set's shift, computed before any feature (a library adds epsilon after it)."""
+    if entry.name == "rfkernels":
+        top = -math.inf
+        for s in range(0, k.shape[0], block):
+            log_part, _ = key_log_features(k[s:s + block], w, kind, xp, None, r)
+            top = max(top, float(xp.max(log_part)))
+        return top
+    if not entry.shifted:
+        return None
+    return max(float(xp.max(r(k[s:s + block] @ w.T))) for s in range(0, k.shape[0], block))
+
+
+def _keys(k, w, kind, entry, shift, A, r, xp):
+    """(φ(k), φ(k) without epsilon) of a block of keys."""
+    if entry.name == "rfkernels":
+        log_part, sign_part = key_log_features(k, w, kind, xp, A, r)
+        phi = r(xp.exp(r(log_part - shift)))
+        phi = phi if sign_part is None else r(phi * sign_part)
+        return phi, phi
+    return _library_features(k, w, kind, entry, shift, r, xp)
+
+
+def _queries(q, w, kind, entry, A, r, xp):
+    if entry.name == "rfkernels":
+        phi = query_features(q, w, kind, True, xp, A, r)
+        return phi, phi
+    return _library_features(q, w, kind, entry, None, r, xp)
+
+
+def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp=np):
+    """Bidirectional attention with a preset's numerics: ``(numerators, normalisers, share)``.
+
+    ``q``, ``k``, ``v``, ``w`` are validated arrays (:func:`rfkernels.favor_attention`
+    checks them); ``entry`` a :class:`Preset` that offers ``kind``. The
+    normalisers are after the preset's guard; ``share`` is each row's share
+    of its normaliser due to the additive epsilon (zeros where there is
+    none). Keys are read twice when the preset shifts them (the shift must
+    be known before epsilon is added). Features that overflow raise
+    ``FloatingPointError``.
+    """
+    r = _same if rnd is None else rnd
+    shift = _key_shift(k, w, kind, entry, block, r, xp)
+    dv = v.shape[1]
+    state = norm = bare = None
+    for s in range(0, k.shape[0], block):
+        phi, phi0 = _keys(k[s:s + block], w, kind, entry, shift, A, r, xp)
+        if not bool(xp.all(xp.isfinite(phi))):
+            raise FloatingPointError(_overflow(entry, kind, "keys"))
+        blk = (r(phi.T @ v[s:s + block]), r(xp.sum(phi, axis=0)), r(xp.sum(phi0, axis=0)))
+        state, norm, bare = blk if state is None else (r(state + blk[0]), r(norm + blk[1]),
+                                                       r(bare + blk[2]))
+    num = xp.empty((q.shape[0], dv))
+    den = xp.empty(q.shape[0])
+    share = xp.zeros(q.shape[0])
+    for s in range(0, q.shape[0], block):
+        phi, phi0 = _queries(q[s:s + block], w, kind, entry, A, r, xp)
+        if not bool(xp.all(xp.isfinite(phi))):
+            raise FloatingPointError(_overflow(entry, kind, "queries"))
+        num[s:s + block] = r(phi @ state)
+        den[s:s + block] = r(phi @ norm)
+        if entry.epsilon:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share[s:s + block] = 1.0 - (phi0 @ bare) / den[s:s + block]
+    if entry.guard:
+        den = r(den + 2.0 * entry.epsilon * (xp.abs(den) <= entry.epsilon))
+    return num, den, share
+
+
+def _overflow(entry, kind, what):
+    return (f"preset {entry.name!r} (kind={kind!r}): the {what}' features overflow: "
+            f"{'unshifted exponents' if not entry.shifted else 'the exponents'} pass the largest "
+            "the dtype holds (float64: 709.78); the library computes them so, and so would fail")
+
