@@ -67,6 +67,7 @@ import numpy as np
 
 from rfkernels import theory
 from rfkernels.attention import FAVOR_BLOCK, PRESETS, favor_attention, softmax_attention
+from rfkernels.presets import preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
 from rfkernels.projections import draw_projections
@@ -98,6 +99,8 @@ __all__ = [
 DEFAULT_M = (16, 64, 256)
 #: Default ensembles; every registered one may be asked for.
 DEFAULT_ENSEMBLES = ("iid", "orthogonal")
+#: Default presets: the estimators as stated; the libraries' numerics on request.
+DEFAULT_PRESETS = ("rfkernels",)
 #: Default projection draws per (m, ensemble) and head.
 DEFAULT_DRAWS = 8
 #: Default query rows per draw (fresh rows each draw).
@@ -173,7 +176,7 @@ class _Plan:
     """The validated arguments of one diagnosis (read-only by convention: the layers trust it)."""
 
     __slots__ = ("L", "Lk", "d", "dv", "heads", "head_shape", "ms", "kinds", "ensembles",
-                 "presets", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
+                 "presets", "preset_kinds", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
                  "target", "budgets", "entropy", "workers", "synthetic_v")
 
     def __init__(self, **kw):
@@ -186,8 +189,12 @@ def _grid_checks(plan):
     for kind in plan.kinds:
         for ens in plan.ensembles:
             estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
-    for preset in plan.presets:
-        check_choice(preset, "presets", PRESETS)
+    plan.preset_kinds = [(p, kind) for p in plan.presets for kind in plan.kinds
+                         if kind in preset_entry(p).kinds]
+    if not plan.preset_kinds:
+        raise ValueError(f"no preset among {', '.join(map(repr, plan.presets))} offers a kind among "
+                         f"{', '.join(map(repr, plan.kinds))} (e.g. 'performer-pytorch' offers "
+                         "'positive' only)")
 
 
 def _bytes_per_head(plan):
@@ -220,7 +227,8 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         kinds=check_names(kinds, "kinds", check_kind, registry.names("kind")),
         ensembles=check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES),
         presets=check_names(presets, "presets", lambda p: check_choice(p, "presets", PRESETS),
-                            PRESETS),
+                            DEFAULT_PRESETS),
+        preset_kinds=None,
         norms=check_norms(norms),
         scale=1.0 / math.sqrt(d) if scale is None else check_scale(scale, "scale"),
         draws=check_int(draws, "draws", minimum=2),
@@ -315,11 +323,11 @@ def _mse(out, exact):
 
 
 def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
-    """Per (preset, kind, ensemble, m): the MSE of each draw and its share of rows with D <= 0."""
-    cells = [(p, kind, ens, m) for p in plan.presets for kind in plan.kinds
-             for ens in plan.ensembles for m in plan.ms]
-    mse = {c: np.empty(plan.draws) for c in cells}
-    bad = {c: np.empty(plan.draws) for c in cells}
+    """Per (preset, kind, ensemble, m), per draw: the MSE, the share of rows with D <= 0, the
+    stabiliser's mean and largest share of the normalisers, and whether the features overflowed."""
+    cells = [(p, kind, ens, m) for p, kind in plan.preset_kinds for ens in plan.ensembles
+             for m in plan.ms]
+    out = {c: np.zeros((5, plan.draws)) for c in cells}  # mse, bad, share mean, share max, overflow
     ens_index = registry.names("ensemble")
     for t in range(plan.draws):
         if plan.L <= plan.queries:
@@ -332,14 +340,21 @@ def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
             for m in plan.ms:
                 w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms,
                                      seed=_seed(plan, 3, h, t, m, ens_index.index(ens)))
-                for kind in plan.kinds:
-                    for p in plan.presets:
-                        res = favor_attention(qt, k, v, w, kind, nonpositive="divide", **fitted[kind])
-                        mse[(p, kind, ens, m)][t] = _mse(res.output, ex)
-                        bad[(p, kind, ens, m)][t] = res.n_nonpositive_denominators / rows.size
+                for p, kind in plan.preset_kinds:
+                    cell = out[(p, kind, ens, m)]
+                    try:
+                        res = favor_attention(qt, k, v, w, kind, nonpositive="divide", preset=p,
+                                              **fitted[kind])
+                    except FloatingPointError:  # a library's unshifted features overflow
+                        cell[:, t] = (math.inf, 0.0, math.nan, math.nan, 1.0)
+                        continue
+                    share = res.stabiliser_share
+                    cell[:, t] = (_mse(res.output, ex), res.n_nonpositive_denominators / rows.size,
+                                  math.nan if share is None else float(np.mean(share)),
+                                  math.nan if share is None else float(np.max(share)), 0.0)
                 if progress is not None:
                     progress(1)
-    return mse, bad
+    return out
 
 
 def _first_order(plan, h, q, k, v):
@@ -481,19 +496,43 @@ def _attention_fields(draws, bad, exact_ms, uniform_mse):
     }
 
 
+def _preset_fields(cell, preset):
+    """The stabiliser's share of the normalisers and the overflows of a library preset."""
+    if preset == "rfkernels":
+        return {"stabiliser_share_mean": None, "stabiliser_share_max": None, "overflow_draws": 0}
+    ok = cell[4] == 0
+    return {"stabiliser_share_mean": float(np.mean(cell[2][ok])) if ok.any() else None,
+            "stabiliser_share_max": float(np.max(cell[3][ok])) if ok.any() else None,
+            "overflow_draws": int(cell[4].sum())}
+
+
+def _library_reason(preset):
+    return (f"preset {preset!r} computes a library's numerics of the estimator; the kernel-level and "
+            "first-order theory are those of the estimator itself: see preset 'rfkernels'")
+
+
 def _head_rows(plan, res):
     rows = []
-    mse, bad = res["mc"]
-    for (p, kind, ens, m), draws in mse.items():
+    for (p, kind, ens, m), cell in res["mc"].items():
         row = {"head": res["head"], "preset": p, "kind": kind, "ensemble": ens, "norms": plan.norms,
                "m": m, "r": feature_dimension(kind, plan.d, m=m),
                "params": {k: float(v) for k, v in res["fitted"][kind].items()}}
-        row.update(_attention_fields(draws, bad[(p, kind, ens, m)], res["exact_ms"],
-                                     res["uniform_mse"]))
-        row.update(_first_order_fields(res, kind, ens, m, row["attention_mse"]))
-        row.update(_kernel_fields(res["kernel"], kind, ens, m))
+        row.update(_attention_fields(cell[0], cell[1], res["exact_ms"], res["uniform_mse"]))
+        row.update(_preset_fields(cell, p))
+        if p == "rfkernels":
+            row.update(_first_order_fields(res, kind, ens, m, row["attention_mse"]))
+            row.update(_kernel_fields(res["kernel"], kind, ens, m))
+        else:
+            why = _library_reason(p)
+            row.update({**dict.fromkeys(_FIRST_ORDER_FIELDS), "first_order_reason": why,
+                        **dict.fromkeys(_KERNEL_FIELDS), "kernel_reason": why})
         rows.append(row)
     return rows
+
+
+#: The first-order fields of a row (their reason: ``first_order_reason``).
+_FIRST_ORDER_FIELDS = ("first_order_mse", "first_order_stderr", "first_order_valid",
+                       "first_order_ratio", "normaliser_rel_sd")
 
 
 def _head_info(plan, res, edges):
@@ -619,7 +658,11 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     ensembles : sequence of str, optional
         Registered ensembles; default :data:`DEFAULT_ENSEMBLES`.
     presets : sequence of str, optional
-        Numerics (:data:`rfkernels.attention.PRESETS`); default all.
+        Numerics (:data:`rfkernels.attention.PRESETS`, :mod:`rfkernels.presets`);
+        default ``("rfkernels",)``. Each preset runs with the requested kinds it
+        offers (a library preset reports the share of its normalisers due to
+        its epsilon, ``stabiliser_share_mean`` and ``_max``, and draws whose
+        features overflowed, ``overflow_draws``).
     norms : str, default "chi"
         Row-norm law of the projections.
     scale : float, optional

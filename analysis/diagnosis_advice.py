@@ -111,6 +111,11 @@ def _pooled_row(group, kernel):
         "heads_worse_than_uniform": int(sum(r["worse_than_uniform"] for r in group)),
         "heads": len(group),
     })
+    shares = [r["stabiliser_share_mean"] for r in group]
+    tops = [r["stabiliser_share_max"] for r in group]
+    row.update({"stabiliser_share_mean": None if None in shares else float(np.mean(shares)),
+                "stabiliser_share_max": None if None in tops else float(np.max(tops)),
+                "overflow_draws": int(sum(r["overflow_draws"] for r in group))})
     row.update(_pooled_first_order(group))
     row.update(kernel)
     return row

@@ -20,7 +20,8 @@ __all__ = ["CSV_COLUMNS", "markdown_report", "null_reason", "write_csv"]
 CSV_COLUMNS = (
     "head", "preset", "kind", "ensemble", "norms", "m", "r", "params",
     "attention_mse", "attention_mse_stderr", "relative_mse", "uniform_mse", "zero_mse",
-    "worse_than_uniform", "better_than_uniform", "worse_than_zero", "draws", "draws_nonfinite", "nonpositive_rows_share",
+    "worse_than_uniform", "better_than_uniform", "worse_than_zero", "draws", "draws_nonfinite",
+    "nonpositive_rows_share", "stabiliser_share_mean", "stabiliser_share_max", "overflow_draws",
     "first_order_mse", "first_order_stderr", "first_order_valid", "first_order_ratio",
     "normaliser_rel_sd",
     "kernel_rel_mse_median", "kernel_rel_mse_q90", "kernel_rel_mse_q99", "kernel_rel_mse_max",
@@ -48,6 +49,12 @@ _OTHER_NULLS = {
                                        "measured at this r with standard errors"),
     "relative_mse_stderr": lambda row: ("interpolated between grid points: no standard error"
                                         if row.get("measured") is False else None),
+    "stabiliser_share_mean": lambda row: ("preset 'rfkernels' adds no epsilon"
+                                          if row.get("preset") == "rfkernels" else
+                                          "every draw's features overflowed"),
+    "stabiliser_share_max": lambda row: ("preset 'rfkernels' adds no epsilon"
+                                         if row.get("preset") == "rfkernels" else
+                                         "every draw's features overflowed"),
 }
 
 
@@ -241,6 +248,29 @@ def _summary_table(diag):
         _table(header, lines) + [""]
 
 
+def _presets(diag):
+    rows = [r for r in diag.summary if r["preset"] != "rfkernels"]
+    if not rows:
+        return []
+    plain = {(r["kind"], r["ensemble"], r["m"]): r for r in diag.summary if r["preset"] == "rfkernels"}
+    lines = []
+    for row in rows:
+        ref = plain.get((row["kind"], row["ensemble"], row["m"]))
+        lines.append([row["preset"], f"{row['kind']} {row['ensemble']}", row["m"],
+                      _num(row["relative_mse"]), "—" if ref is None else _num(ref["relative_mse"]),
+                      _num(row["stabiliser_share_mean"]), _num(row["stabiliser_share_max"]),
+                      row["overflow_draws"],
+                      "worse" if row["worse_than_uniform"] else
+                      "better" if row["better_than_uniform"] else "within 2 se"])
+    header = ["preset", "estimator", "m", "relative MSE", "rfkernels' relative MSE",
+              "epsilon share of D (mean)", "(max)", "draws overflowed", "vs uniform"]
+    return ["## What the libraries compute", "",
+            "The same W and rows through each library's numerics (rfkernels.presets). The epsilon "
+            "share is the part of each row's normaliser that the additive stabiliser makes: near 1, "
+            "every output row is close to the mean of V (uniform attention), whatever the error "
+            "looks like.", ""] + _table(header, lines) + [""]
+
+
 def _advice(diag):
     adv = diag.advice
     lines = ["## Advice", "",
@@ -303,6 +333,7 @@ def markdown_report(diagnosis, provenance=None):
     lines += _data(diagnosis)
     lines += _verdict(diagnosis)
     lines += _summary_table(diagnosis)
+    lines += _presets(diagnosis)
     lines += _advice(diagnosis)
     lines += _per_head(diagnosis)
     lines += ["## How to read this", "",

@@ -135,7 +135,7 @@ class AttentionResult:
         The numerics (:mod:`rfkernels.presets`).
     stabiliser_share : ndarray of shape (L,) or None
         Per row, the share of the normaliser due to the preset's additive
-        epsilon, :math:`1 - \hat D_i^{(\varepsilon = 0)}/\hat D_i` (0 for
+        epsilon, :math:`1 - \\hat D_i^{(\\varepsilon = 0)}/\\hat D_i` (0 for
         presets without one); None for ``"rfkernels"``.
     """
 

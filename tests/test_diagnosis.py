@@ -213,13 +213,13 @@ def test_rows_and_summary_cover_the_grid_once(six_heads):
     ms = (2, 3)
     assert res.meta["kinds"] == list(kinds)  # every registered kind by default
     assert res.meta["ensembles"] == list(ensembles)
-    assert res.meta["presets"] == list(PRESETS)
+    assert res.meta["presets"] == ["rfkernels"]  # the libraries' numerics on request
     assert res.meta["heads"] == 6 and res.meta["head_shape"] == [2, 3]
-    n = len(PRESETS) * len(kinds) * len(ensembles) * len(ms)
+    n = len(kinds) * len(ensembles) * len(ms)
     assert len(res.rows) == 6 * n
     assert len(res.summary) == n
     keys = {(r["head"], r["preset"], r["kind"], r["ensemble"], r["m"]) for r in res.rows}
-    assert keys == {(h, p, kind, e, m) for h in range(6) for p in PRESETS for kind in kinds
+    assert keys == {(h, p, kind, e, m) for h in range(6) for p in ["rfkernels"] for kind in kinds
                     for e in ensembles for m in ms}
     summary_keys = {(r["preset"], r["kind"], r["ensemble"], r["m"]) for r in res.summary}
     assert len(summary_keys) == n
@@ -795,3 +795,42 @@ def test_zero_kernel_error_reads_zero():
     row = res.rows[0]
     assert row["kernel_rel_mse_max"] == 0.0
     assert row["kernel_rel_mse_mean"] == 0.0 and row["kernel_rel_mse_median"] == 0.0
+
+
+# ---------------------------------------------------------------------------
+# Presets: the libraries' numerics beside the estimator
+# ---------------------------------------------------------------------------
+
+
+def test_presets_run_the_kinds_they_offer_with_their_epsilon_share():
+    from rfkernels.presets import PRESETS as ENTRIES
+
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(24, 4)), 2.0 * rng.normal(size=(24, 4)), rng.normal(size=(24, 2))
+    res = diagnose(q, k, v, m=(8,), kinds=["trig", "positive", "hyperbolic"], ensembles=["iid"],
+                   presets=list(ENTRIES), draws=2, pairs=100, first_order_queries=0)
+    cells = {(r["preset"], r["kind"]) for r in res.rows}
+    assert cells == {("rfkernels", "trig"), ("rfkernels", "positive"), ("rfkernels", "hyperbolic"),
+                     ("performer-pytorch", "positive"), ("google-research", "positive"),
+                     ("xformers", "positive"), ("xformers", "hyperbolic")}
+    by = {(r["preset"], r["kind"]): r for r in res.rows}
+    assert by[("rfkernels", "positive")]["stabiliser_share_mean"] is None
+    assert by[("xformers", "positive")]["stabiliser_share_max"] == 0.0
+    # performer-pytorch adds 1e-4 to every feature: a positive share, larger than google's 1e-6
+    torch_share = by[("performer-pytorch", "positive")]["stabiliser_share_mean"]
+    google_share = by[("google-research", "positive")]["stabiliser_share_mean"]
+    assert 0 < google_share < torch_share < 1
+    # xformers computes the estimator itself (its 1e-6 sits inside the exponent and cancels)
+    assert by[("xformers", "positive")]["attention_mse"] == pytest.approx(
+        by[("rfkernels", "positive")]["attention_mse"], rel=1e-9)
+    # library rows say why they have no kernel-level or first-order theory
+    assert "preset 'rfkernels'" in by[("performer-pytorch", "positive")]["kernel_reason"]
+    doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))
+    assert all("stabiliser_share_mean" in r["null_reasons"] for r in doc["rows"]
+               if r["preset"] == "rfkernels")
+
+
+def test_presets_without_a_requested_kind_are_refused_before_any_work():
+    q = np.ones((4, 2))
+    with pytest.raises(ValueError, match="offers 'positive' only"):
+        diagnose(q, q, kinds=["trig"], presets=["performer-pytorch"], m=2, draws=2)
