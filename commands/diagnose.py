@@ -56,7 +56,7 @@ _OWN = re.compile(r"(?:{0})|\.(?:{0})\.[^/]*\.tmp|{1}[^/]*".format(
 #: Why an option of the parsed arguments is null: it was not given, and this is its default.
 _DEFAULTS = {
     "kind": "not given: every registered kind (meta.kinds)",
-    "preset": "not given: every preset (meta.presets)",
+    "preset": "not given: rfkernels only, the estimators as stated (meta.presets)",
     "scale": "not given: 1/sqrt(d), as in Transformers (meta.scale)",
     "budget": "not given: every r of the grid",
     "workers": "not given: min(heads, usable CPUs) (meta.workers)",
@@ -95,7 +95,9 @@ def _add(p):
     add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
              help=f"projection ensembles among {', '.join(ensembles.choices)}")
     add_list(p, "--preset", convert=presets,
-             help=f"attention numerics among {', '.join(presets.choices)} (default: all of them)")
+             help=f"attention numerics among {', '.join(presets.choices)}: the estimators as "
+                  "stated, or what a library computes on the same W (its epsilon, shifts, guard; "
+                  "the kinds it offers) (default: rfkernels)")
     p.add_argument("--norms", type=norms, default="chi",
                    help=f"row norms of the projections: {', '.join(norms.choices)}")
     p.add_argument("--scale", type=float_value, default=None,
