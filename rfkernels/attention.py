@@ -646,7 +646,13 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
                 num, den, share = preset_attention(q, k, v, w, kind, entry, A=A, block=block)
             except FloatingPointError as exc:
                 raise FloatingPointError(f"{caller}: {exc}") from None
-        res = _normalise(num, den, kind, nu, causal, True, nonpositive, xp, v, w, caller, A)
+        try:
+            res = _normalise(num, den, kind, nu, causal, True, nonpositive, xp, v, w, caller, A)
+        except FloatingPointError:
+            raise FloatingPointError(
+                f"{caller}(preset={entry.name!r}, kind={kind!r}) overflowed in rows with a positive "
+                "normaliser: the library's sums of features exceed float64 (it computes them so)"
+            ) from None
         return replace(res, preset=entry.name, stabiliser_share=share)
     feats = _Features(w, kind, nu, normalization, stabilize, xp, A)
     try:

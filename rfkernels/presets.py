@@ -30,9 +30,10 @@ ensembles (each preset names its library's default in ``ensemble`` and
     features (``nonnegative_softmax_kernel_feature_creator``, L52-111; the
     key maximum over features and the sequence) with the
     :math:`\varepsilon = 10^{-6}` that ``make_fast_softmax_attention``
-    passes as ``numerical_stabilizer`` (L205-215), and the normaliser guard
+    passes as ``numerical_stabilizer`` (its signature, L205-215; passed on at
+    L238-240), and the normaliser guard
     :math:`R \leftarrow R + 2\varepsilon\,[|R| \le \varepsilon]` before the
-    reciprocal (L706-708). Kind ``"positive"`` only; default law as above.
+    reciprocal (``dot_product_attention``, near the end of the file). Kind ``"positive"`` only; default law as above.
 ``"xformers"``
     facebookresearch/xformers at commit
     ``279e083384ea26b5359ac65d116fd12b15b32643`` (the last with FAVOR),
@@ -132,7 +133,7 @@ PRESETS = {p.name: p for p in (
            ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-4),
     Preset("google-research", "fast_attention (JAX): max shifts, epsilon 1e-6, normaliser guard",
            "google-research/google-research@8de59738d37133bc2537b62831674d3929da3c5b "
-           "performer/fast_attention/jax/fast_attention.py L52-111, L205-215, L706-708",
+           "performer/fast_attention/jax/fast_attention.py L52-111, L205-215, L238-240, dot_product_attention",
            ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-6, guard=True),
     Preset("xformers", "SMOrf / SMHyperbolic / SMReg: unshifted features, 1e-6 inside the exponent",
            "facebookresearch/xformers@279e083384ea26b5359ac65d116fd12b15b32643 "
@@ -238,12 +239,12 @@ def _library_features(x, w, kind, entry, shift, r, xp):
     return r(ratio * r(e + entry.epsilon)), r(ratio * e)
 
 
-def _key_shift(k, w, kind, entry, block, r, xp):
+def _key_shift(k, w, kind, entry, block, A, r, xp):
     """The key set's shift, computed before any feature (a library adds epsilon after it)."""
     if entry.name == "rfkernels":
         top = -math.inf
         for s in range(0, k.shape[0], block):
-            log_part, _ = key_log_features(k[s:s + block], w, kind, xp, None, r)
+            log_part, _ = key_log_features(k[s:s + block], w, kind, xp, A, r)
             top = max(top, float(xp.max(log_part)))
         return top
     if not entry.shifted:
@@ -275,12 +276,12 @@ def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp
     checks them); ``entry`` a :class:`Preset` that offers ``kind``. The
     normalisers are after the preset's guard; ``share`` is each row's share
     of its normaliser due to the additive epsilon (zeros where there is
-    none). Keys are read twice when the preset shifts them (the shift must
+    none; the normaliser divided by, the guard included). Keys are read twice when the preset shifts them (the shift must
     be known before epsilon is added). Features that overflow raise
     ``FloatingPointError``.
     """
     r = _same if rnd is None else rnd
-    shift = _key_shift(k, w, kind, entry, block, r, xp)
+    shift = _key_shift(k, w, kind, entry, block, A, r, xp)
     dv = v.shape[1]
     state = norm = bare = None
     for s in range(0, k.shape[0], block):
@@ -292,18 +293,20 @@ def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp
                                                        r(bare + blk[2]))
     num = xp.empty((q.shape[0], dv))
     den = xp.empty(q.shape[0])
-    share = xp.zeros(q.shape[0])
+    bare_den = xp.empty(q.shape[0])
     for s in range(0, q.shape[0], block):
         phi, phi0 = _queries(q[s:s + block], w, kind, entry, A, r, xp)
         if not bool(xp.all(xp.isfinite(phi))):
             raise FloatingPointError(_overflow(entry, kind, "queries"))
         num[s:s + block] = r(phi @ state)
         den[s:s + block] = r(phi @ norm)
-        if entry.epsilon:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share[s:s + block] = 1.0 - (phi0 @ bare) / den[s:s + block]
-    if entry.guard:
+        bare_den[s:s + block] = phi0 @ bare
+    if entry.guard:  # its 2 epsilon is part of the stabiliser too
         den = r(den + 2.0 * entry.epsilon * (xp.abs(den) <= entry.epsilon))
+    share = xp.zeros(q.shape[0])
+    if entry.epsilon:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = 1.0 - bare_den / den
     return num, den, share
 
 
