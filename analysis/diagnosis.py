@@ -79,6 +79,7 @@ from rfkernels.workers import usable_cpus
 from .attention_data import check_names, check_scale, distinct_ints, root_entropy
 from .attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
 from .diagnosis_advice import DEFAULT_TARGET, advise, check_target, pool_heads
+from .diagnosis_precision import check_dtypes, precision_rows, rounding_errors
 from .diagnosis_report import markdown_report, null_reason, write_csv
 from .lean_favor import one_blas_thread
 
@@ -177,7 +178,7 @@ class _Plan:
 
     __slots__ = ("L", "Lk", "d", "dv", "heads", "head_shape", "ms", "kinds", "ensembles",
                  "presets", "preset_kinds", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
-                 "target", "budgets", "entropy", "workers", "synthetic_v")
+                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes")
 
     def __init__(self, **kw):
         for key, value in kw.items():
@@ -214,7 +215,7 @@ def _bytes_per_head(plan):
 
 
 def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, pairs,
-          first_order_queries, target, budgets, seed, workers):
+          first_order_queries, target, budgets, seed, workers, dtypes):
     q = _array(Q, "Q")
     k = _array(K, "K")
     v = _array(V, "V", required=False)
@@ -238,7 +239,7 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         target=check_target(target),
         budgets=None if budgets is None else distinct_ints(budgets, "budgets"),
         entropy=root_entropy(seed),
-        workers=None, synthetic_v=v is None,
+        workers=None, synthetic_v=v is None, dtypes=check_dtypes(dtypes),
     )
     if workers is None:
         plan.workers = max(1, min(plan.heads, usable_cpus()))
@@ -328,6 +329,7 @@ def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
     cells = [(p, kind, ens, m) for p, kind in plan.preset_kinds for ens in plan.ensembles
              for m in plan.ms]
     out = {c: np.zeros((5, plan.draws)) for c in cells}  # mse, bad, share mean, share max, overflow
+    rounding = {}  # (preset, kind, ensemble, m, dtype) -> per-draw rounding_errors tuples
     ens_index = registry.names("ensemble")
     for t in range(plan.draws):
         if plan.L <= plan.queries:
@@ -352,9 +354,12 @@ def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
                     cell[:, t] = (_mse(res.output, ex), res.n_nonpositive_denominators / rows.size,
                                   math.nan if share is None else float(np.mean(share)),
                                   math.nan if share is None else float(np.max(share)), 0.0)
+                    for dt, got in rounding_errors(qt, k, v, w, kind, p, plan.dtypes, res.output,
+                                                   fitted[kind].get("A")).items():
+                        rounding.setdefault((p, kind, ens, m, dt), []).append(got)
                 if progress is not None:
                     progress(1)
-    return out
+    return out, rounding
 
 
 def _first_order(plan, h, q, k, v):
@@ -513,7 +518,7 @@ def _library_reason(preset):
 
 def _head_rows(plan, res):
     rows = []
-    for (p, kind, ens, m), cell in res["mc"].items():
+    for (p, kind, ens, m), cell in res["mc"][0].items():
         row = {"head": res["head"], "preset": p, "kind": kind, "ensemble": ens, "norms": plan.norms,
                "m": m, "r": feature_dimension(kind, plan.d, m=m),
                "params": {k: float(v) for k, v in res["fitted"][kind].items()}}
@@ -584,10 +589,17 @@ class Diagnosis:
         the heads with the largest outputs' errors).
     meta : dict
         Arguments, sizes, seed entropy and spawn keys, version, timings.
+    precision : list of dict
+        With ``dtypes``: per head x preset x kind x ensemble x m x dtype, the
+        rounding MSE (against float64, same W and rows) with its standard
+        error, the sampling MSE, their ratio, the share of rows whose
+        normaliser failed and the draws whose features overflowed
+        (:mod:`rfkernels.analysis.diagnosis_precision`).
     """
 
-    def __init__(self, rows, summary, heads, advice, meta):
+    def __init__(self, rows, summary, heads, advice, meta, precision=()):
         self.rows, self.summary, self.heads, self.advice, self.meta = rows, summary, heads, advice, meta
+        self.precision = list(precision)
 
     def select(self, table="summary", **where):
         """Rows of ``table`` ("summary" or "rows") whose columns equal the given values."""
@@ -604,7 +616,8 @@ class Diagnosis:
         (:func:`rfkernels.analysis.diagnosis_report.null_reason`).
         """
         return json_safe({"meta": self.meta, "heads": self.heads, "summary": self.summary,
-                          "advice": self.advice, "rows": self.rows}, explain=null_reason)
+                          "advice": self.advice, "rows": self.rows, "precision": self.precision},
+                         explain=null_reason)
 
     def to_csv(self, file=None, table="rows"):
         """``table`` ("rows" or "summary") as CSV to a path or text file; no file: the text."""
@@ -626,6 +639,7 @@ def _meta(plan, edges, seconds):
                    else "given"),
         "m_values": list(plan.ms), "kinds": list(plan.kinds), "ensembles": list(plan.ensembles),
         "presets": list(plan.presets), "norms": plan.norms, "draws": plan.draws,
+        "dtypes": list(plan.dtypes),
         "queries": min(plan.queries, plan.L), "pairs": plan.pairs,
         "first_order_queries": plan.fo_queries, "target": plan.target,
         "heavy_tail_u2": HEAVY_TAIL_U2, "normaliser_sd_max": NORMALISER_SD_MAX,
@@ -640,7 +654,7 @@ def _meta(plan, edges, seconds):
 def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=None, norms="chi",
              scale=None, draws=DEFAULT_DRAWS, queries=DEFAULT_QUERIES, pairs=DEFAULT_PAIRS,
              first_order_queries=DEFAULT_FIRST_ORDER_QUERIES, target=DEFAULT_TARGET, budgets=None,
-             seed=0, workers=None, progress=None):
+             dtypes=None, seed=0, workers=None, progress=None):
     r"""Diagnose random-feature attention on these queries, keys and values (module docstring).
 
     Parameters
@@ -680,6 +694,11 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
         Target relative attention MSE (attention MSE over the exact output's mean square).
     budgets : sequence of int, optional
         Feature budgets r at which to name the best estimator; default every r of the grid.
+    dtypes : sequence of str, optional
+        Arithmetic to emulate beside float64 (``"float32"``, ``"float16"``,
+        ``"bfloat16"``; :mod:`rfkernels.analysis.diagnosis_precision`): the
+        same attention with every step rounded, its rounding MSE beside the
+        sampling MSE, in :attr:`Diagnosis.precision`. Default: float64 only.
     seed : None, int or numpy.random.SeedSequence, default 0
         Root of all randomness (:data:`SPAWN_KEYS`); None draws fresh entropy (recorded).
     workers : int, optional
@@ -711,7 +730,7 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     """
     t0 = time.perf_counter()
     plan, arrays = _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries,
-                         pairs, first_order_queries, target, budgets, seed, workers)
+                         pairs, first_order_queries, target, budgets, seed, workers, dtypes)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
     with one_blas_thread():
@@ -728,6 +747,9 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
                    for key in results[0]["kernel"]["log_rel"]
                    if all(key in r["kernel"]["log_rel"] for r in results)}
     summary = pool_heads(rows, heads, pooled_logs, _log_quantiles)
+    collected = {(res["head"],) + key: draws
+                 for res in results for key, draws in res["mc"][1].items()}
+    precision = precision_rows(rows, collected)
     advice = advise(summary, plan.target, plan.budgets)
     if plan.heads > 1:  # one budget per head: which heads the layer's budget is for
         advice["per_head"] = [{"head": res["head"], "budget": advise(
@@ -735,4 +757,4 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
             for res in results]
     meta = _meta(plan, edges, time.perf_counter() - t0)
     meta["units"] = plan.heads * (2 + plan.draws * len(plan.ms) * len(plan.ensembles))
-    return Diagnosis(rows, summary, heads, advice, meta)
+    return Diagnosis(rows, summary, heads, advice, meta, precision)

@@ -49,6 +49,8 @@ _OTHER_NULLS = {
                                        "measured at this r with standard errors"),
     "relative_mse_stderr": lambda row: ("interpolated between grid points: no standard error"
                                         if row.get("measured") is False else None),
+    "rounding_mse": lambda row: "every draw overflowed in this dtype, or a row failed in each",
+    "rounding_to_sampling": lambda row: "no finite rounding or sampling MSE",
     "stabiliser_share_mean": lambda row: ("preset 'rfkernels' adds no epsilon"
                                           if row.get("preset") == "rfkernels" else
                                           "every draw's features overflowed"),
@@ -271,6 +273,27 @@ def _presets(diag):
             "looks like.", ""] + _table(header, lines) + [""]
 
 
+def _precision(diag):
+    if not diag.precision:
+        return []
+    lines = []
+    for row in diag.precision:
+        if len(diag.heads) > 1 and row["m"] != max(diag.meta["m_values"]):
+            continue
+        lines.append([row["head"], _name(row), row["m"], row["dtype"], _num(row["rounding_mse"]),
+                      _num(row["sampling_mse"]), _num(row["rounding_to_sampling"]),
+                      f"{100 * row['failed_rows_share']:.1f}%", row["overflow_draws"]])
+    header = ["head", "estimator", "m", "dtype", "rounding MSE", "sampling MSE", "ratio",
+              "failed rows", "draws overflowed"]
+    return ["## Precision", "",
+            "The same attention with every step rounded to the dtype (float32 results rounded: an "
+            "emulation, not a GPU kernel; rfkernels.analysis.precision), against its float64 "
+            "output; the sampling MSE is the float64 error against exact attention. A ratio far "
+            "below 1: precision is not the problem."
+            + (f" Shown at m = {max(diag.meta['m_values'])}." if len(diag.heads) > 1 else ""),
+            ""] + _table(header, lines) + [""]
+
+
 def _advice(diag):
     adv = diag.advice
     lines = ["## Advice", "",
@@ -334,6 +357,7 @@ def markdown_report(diagnosis, provenance=None):
     lines += _verdict(diagnosis)
     lines += _summary_table(diagnosis)
     lines += _presets(diagnosis)
+    lines += _precision(diagnosis)
     lines += _advice(diagnosis)
     lines += _per_head(diagnosis)
     lines += ["## How to read this", "",

@@ -59,6 +59,7 @@ _DEFAULTS = {
     "preset": "not given: rfkernels only, the estimators as stated (meta.presets)",
     "scale": "not given: 1/sqrt(d), as in Transformers (meta.scale)",
     "budget": "not given: every r of the grid",
+    "dtype": "not given: float64 only",
     "workers": "not given: min(heads, usable CPUs) (meta.workers)",
 }
 
@@ -73,6 +74,7 @@ def _add(p):
         DEFAULT_QUERIES,
     )
     from rfkernels.analysis.diagnosis_advice import DEFAULT_TARGET
+    from rfkernels.analysis.precision import DTYPES
     from rfkernels.attention import PRESETS
 
     kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
@@ -116,6 +118,10 @@ def _add(p):
     add_list(p, "--budget", convert=int_value,
              help="feature budgets r at which to name the best estimator (default: every r "
                   "of the grid)")
+    add_list(p, "--dtype", convert=choice(DTYPES, "dtype"),
+             help="arithmetic to emulate beside float64, among " + ", ".join(DTYPES[1:])
+                  + ": every step rounded, its rounding error beside the sampling error "
+                    "(bfloat16 needs ml_dtypes: pip install \"rfkernels[precision]\")")
     p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
                    help="threads working on heads side by side, with the same numbers (default: "
@@ -186,6 +192,8 @@ def _command_line(args, meta):
              "--target", repr(meta["target"]), "--seed", str(meta["entropy"])]
     if args.budget is not None:
         parts += ["--budget", join(args.budget)]
+    if len(meta["dtypes"]) > 1:
+        parts += ["--dtype", join(meta["dtypes"][1:])]
     if args.workers is not None:
         parts += ["--workers", str(args.workers)]
     return shlex.join(parts)
@@ -239,7 +247,8 @@ def _run_diagnosis(loaded, args):
             loaded.q, loaded.k, loaded.v, m=args.m, kinds=args.kind, ensembles=args.ensemble,
             presets=args.preset, norms=args.norms, scale=args.scale, draws=args.draws,
             queries=args.queries, pairs=args.pairs, first_order_queries=args.first_order_queries,
-            target=args.target, budgets=args.budget, seed=args.seed, workers=args.workers,
+            target=args.target, budgets=args.budget, dtypes=args.dtype, seed=args.seed,
+            workers=args.workers,
             progress=progress)
     finally:
         bar.close()

@@ -834,3 +834,23 @@ def test_presets_without_a_requested_kind_are_refused_before_any_work():
     q = np.ones((4, 2))
     with pytest.raises(ValueError, match="offers 'positive' only"):
         diagnose(q, q, kinds=["trig"], presets=["performer-pytorch"], m=2, draws=2)
+
+
+def test_dtypes_axis_reports_rounding_beside_sampling():
+    rng = np.random.default_rng(5)
+    q, k, v = 0.3 * rng.normal(size=(32, 4)), 0.3 * rng.normal(size=(32, 4)), rng.normal(size=(32, 2))
+    base = diagnose(q, k, v, m=(8,), kinds=["positive"], ensembles=["iid"], draws=3, pairs=100,
+                    first_order_queries=0)
+    assert base.precision == [] and base.meta["dtypes"] == ["float64"]
+    res = diagnose(q, k, v, m=(8,), kinds=["positive"], ensembles=["iid"], draws=3, pairs=100,
+                   first_order_queries=0, dtypes=["float16", "float32"])
+    assert res.meta["dtypes"] == ["float64", "float16", "float32"]
+    assert res.rows == base.rows  # the dtype axis changes nothing else
+    by = {r["dtype"]: r for r in res.precision}
+    assert set(by) == {"float16", "float32"} and all(r["draws"] == 3 for r in by.values())
+    # float32 rounding is ~1e-7 relative, float16 ~1e-3: both far below the sampling error here
+    assert 0 < by["float32"]["rounding_mse"] < 1e-3 * by["float16"]["rounding_mse"]
+    assert by["float16"]["rounding_to_sampling"] < 1e-2
+    assert by["float16"]["sampling_mse"] == res.rows[0]["attention_mse"]
+    with pytest.raises(ValueError, match="dtypes"):
+        diagnose(q, k, v, m=(8,), draws=2, dtypes=["float8"])
