@@ -53,6 +53,10 @@ of every intermediate, not of a particular kernel; treat its size (an order
 of magnitude) and its overflow and underflow thresholds, which depend only
 on the exponent range, as what transfers.
 
+The formats are IEEE 754's [1]_ (bfloat16: float32's exponent with 8
+significand bits); the maps are the Performer's [2]_ and linear attention's
+ELU+1 [3]_.
+
 References
 ----------
 .. [1] IEEE 754-2019, "IEEE Standard for Floating-Point Arithmetic"
