@@ -37,6 +37,7 @@ __all__ = [
     "projection_bytes",
     "simplex_directions",
     "sorf_blocks",
+    "xformers_features",
 ]
 
 
@@ -121,10 +122,14 @@ def projection_bytes(m, d, ensemble="iid"):
     iid: the (m, d) normals and up to two copies (row norms, contiguous
     result). Orthogonal: ``ceil(m/d)`` Gaussian d×d blocks, their Q and R
     and LAPACK's workspace, then the (m, d) rows and their copies.
+    ``"orthogonal-xformers"``: ``ceil(d/m)`` Gaussian m×m blocks (H, Q, R,
+    the signed and the scaled Q), i.e. O(m²) even when d is small.
     """
     m, d = int(m), int(d)
     nbytes = 8 * 3 * m * d
-    if ensemble == "sorf":
+    if ensemble == "orthogonal-xformers":
+        nbytes += 8 * 5 * (-(-d // m)) * m * m
+    elif ensemble == "sorf":
         big_d = _next_pow2(d)
         # ceil(m/D) blocks of (D, d) columns, a transform temporary, the signs
         nbytes += 8 * (-(-m // big_d)) * big_d * (3 * d + 3)
@@ -208,6 +213,108 @@ def sorf_blocks(n_blocks, d, rng):
     return np.sqrt(big_d) * fwht(a, axis=1)
 
 
+def xformers_features(m, d, rng, norms="chi"):
+    r"""The (d, m) projection matrix of xformers' FAVOR feature maps, as its forward applies it.
+
+    A re-statement (no code copied) of ``_get_random_ortho_matrix`` and
+    ``_get_feature_map`` in ``xformers/components/attention/feature_maps/softmax.py``
+    of facebookresearch/xformers at commit
+    ``279e083384ea26b5359ac65d116fd12b15b32643`` (BSD-3-Clause): ``SMOrf``
+    and ``SMHyperbolic`` (``norms="chi"``, xformers' ``NormDistribution.Xi``)
+    and ``SMReg`` (``norms="fixed"``, ``NormDistribution.Uniform`` then a
+    factor ``sqrt(d)``). Their forward computes ``x @ features``.
+
+    Parameters
+    ----------
+    m : int
+        Number of projections, >= 1 (xformers' ``dim_features`` for SMOrf,
+        ``dim_features // 2`` for SMHyperbolic and SMReg, which concatenate
+        the ``exp(+w.x)`` and ``exp(-w.x)`` features).
+    d : int
+        Input dimension, >= 1.
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        Source of randomness (see :func:`rfkernels.validation.check_seed`);
+        a Generator is used in place. Exactly ``ceil(d/m) * m * m`` standard
+        normals are drawn, as one C-ordered array of shape
+        ``(ceil(d/m), m, m)``, and nothing else.
+    norms : {"chi", "fixed"}, default "chi"
+        ``"chi"``: row ``i`` of block ``b`` is scaled by the length of row
+        ``i`` of the same Gaussian block (a :math:`\chi(m)` variate, not
+        independent of Q). ``"fixed"``: every row is scaled by
+        :math:`\sqrt d`.
+
+    Returns
+    -------
+    features : ndarray of shape (d, m), float64
+        Column ``j`` is the projection :math:`\omega_j`
+        (:func:`draw_projections` returns the transpose).
+
+    Notes
+    -----
+    With :math:`B = \lceil d/m \rceil` blocks :math:`H_b` of i.i.d.
+    :math:`N(0, 1)` entries (m×m) and their QR factorisations
+    :math:`H_b = Q_b R_b` (``numpy.linalg.qr``, LAPACK's Householder
+    convention, the same as ``torch.linalg.qr`` on the CPU),
+
+    .. math::
+
+        Q'_b = S_b Q_b, \qquad S_b = \operatorname{diag}(\operatorname{sign} (R_b)_{kk}),
+
+        F_b = \operatorname{diag}(|h_{b,1}|, \dots, |h_{b,m}|)\, Q'_b
+        \ \text{(chi)} \qquad \text{or} \qquad F_b = \sqrt d\, Q'_b \ \text{(fixed)},
+
+    with :math:`h_{b,i}` the rows of :math:`H_b`; ``features`` is the first
+    d rows of :math:`[F_1; \dots; F_B]` (``flatten(0, 1)[:d]``). The signs
+    multiply the *rows* of Q; the fix that makes Q Haar multiplies its
+    columns, :math:`Q_b S_b` (see :func:`orthogonal_blocks`). Where
+    :math:`R_{kk} = 0` (probability zero) the sign is taken as +1, where
+    ``torch.sign`` would give 0.
+
+    Consequences. The rows of ``features`` are orthogonal within a block:
+    for :math:`m \ge d`, :math:`F F^\top = \operatorname{diag}(|h_i|^2)`
+    (chi) or :math:`d I_d` (fixed). The projections are its *columns*:
+    for :math:`m > d` the m vectors :math:`\omega_j \in \mathbb R^d` cannot
+    be orthogonal, and the norms scale coordinates, not projections. Chi:
+    :math:`\frac1m \sum_j E\,\omega_j\omega_j^\top = I_d`, but the
+    :math:`\omega_j` are not :math:`N(0, I_d)`; with the Bartlett
+    decomposition (:math:`H = Q_h R_+`, :math:`R_+` independent of the
+    Haar :math:`Q_h`, :math:`E R_+R_+^\top = \operatorname{diag}(2(m-k)+1)`),
+
+    .. math:: E|\omega_j|^2 = d\,\frac{m^2 + 4(m-j) + 2}{m(m+2)}, \qquad j = 1, \dots, m,
+
+    e.g. 1.175 d for j = 1 and 0.825 d for j = m at m = 8. Fixed:
+    :math:`\sum_j |\omega_j|^2 = d^2` exactly, so the mean squared length is
+    :math:`d^2/m` (:math:`\sqrt d` lengths only when m = d). Since
+    :math:`H \mapsto -H` maps Q to Q and R to :math:`-R`, the law of W is
+    symmetric under :math:`W \mapsto -W`.
+
+    References
+    ----------
+    .. [1] facebookresearch/xformers, ``xformers/components/attention/feature_maps/softmax.py``
+       at commit 279e083384ea26b5359ac65d116fd12b15b32643: lines 93-127
+       (``_get_random_ortho_matrix``), 151-167 (``SMOrf``'s feature map and
+       forward) and 268-275 (``SMReg``'s feature map).
+       https://github.com/facebookresearch/xformers
+    """
+    m = check_int(m, "m")
+    d = check_int(d, "d")
+    rng = check_seed(rng)
+    norms = check_norms(norms)
+    n_blocks = -(-d // m)
+    check_memory(projection_bytes(m, d, "orthogonal-xformers"),
+                 f"xformers_features(m={m}, d={d})")
+    gaussian = rng.standard_normal((n_blocks, m, m))
+    q, r = np.linalg.qr(gaussian)
+    diag = np.diagonal(r, axis1=-2, axis2=-1)
+    # xformers' sign "fix": diag(sign R_kk) @ Q, on the rows (Haar would be Q @ diag(sign R_kk))
+    q = np.where(diag < 0, -1.0, 1.0)[:, :, np.newaxis] * q
+    if norms == "chi":
+        q = np.linalg.norm(gaussian, axis=-1)[:, :, np.newaxis] * q
+    else:
+        q = np.sqrt(d) * q
+    return q.reshape(n_blocks * m, m)[:d]
+
+
 def _unit_rows(a):
     return a / np.linalg.norm(a, axis=-1, keepdims=True)
 
@@ -222,7 +329,7 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         positive features and 2m for trigonometric and hyperbolic ones.
     d : int
         Input dimension (columns), >= 1.
-    ensemble : {"iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf"}, default "iid"
+    ensemble : {"iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf", "orthogonal-xformers"}, default "iid"
         ``"iid"``: independent rows.
         ``"orthogonal"``: rows of independent Haar-random orthogonal d×d
         blocks (:func:`orthogonal_blocks`), stacked; when d does not divide m
@@ -241,6 +348,12 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         (:func:`sorf_blocks`; ``D`` the next power of two >= d, first d
         columns, blocks of D rows stacked, the last partial), drawn in
         O(D log D) per row. Not exactly Haar: biased for finite d.
+        ``"orthogonal-xformers"``: the projections of xformers' FAVOR
+        feature maps (SMOrf, SMHyperbolic, SMReg; :func:`xformers_features`):
+        the transpose of the first d rows of ``ceil(d/m)`` stacked m×m QR
+        blocks, with the signs of ``diag(R)`` on the rows of Q. For
+        m >= d the rows ω_j are not orthogonal and not N(0, I_d); biased
+        reference behaviour, Monte Carlo only (see Notes).
     norms : {"chi", "fixed"}, default "chi"
         ``"chi"``: every row is marginally :math:`N(0, I_d)` (iid Gaussian
         rows, or orthogonal directions times independent chi(d) lengths).
@@ -251,7 +364,11 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         first d columns, which a zero-padded input sees, have length sqrt(d)
         exactly when d is a power of two and squared length d on average
         otherwise) and ``"chi"`` rescales each row to an independent chi(d)
-        length.
+        length. For ``"orthogonal-xformers"`` the norms scale the
+        *coordinates* (the rows of xformers' (d, m) matrix): ``"chi"``
+        (xformers' ``Xi``) by the lengths of the Gaussian block's rows,
+        ``"fixed"`` (``SMReg``) by :math:`\sqrt d`, so that the rows of W
+        have mean squared length :math:`d^2/m`, not d.
     seed : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness. A Generator is used in place (its stream advances); the
         other forms start a fresh ``numpy.random.default_rng(seed)``.
@@ -269,8 +386,9 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     TypeError
         If m or d is not an integer, or seed is of an unsupported type.
     MemoryError
-        If the matrix (and, for the orthogonal ensembles, its d×d blocks)
-        would not fit in memory; checked before anything is drawn.
+        If the matrix (and, for the orthogonal ensembles, its d×d blocks;
+        for ``"orthogonal-xformers"`` its m×m blocks) would not fit in
+        memory; checked before anything is drawn.
     ValueError
         If m or d < 1, or ensemble, norms or backend is unknown (the message
         lists the valid choices).
@@ -310,10 +428,24 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     :math:`d = m = 16`, :math:`|u| = 1`) and along a generic direction it is
     smaller but nonzero (Monte Carlo, 20000 trials).
 
+    Why ``"orthogonal-xformers"`` is biased (chi norms): the ω_j are the
+    columns of a slice whose rows are orthogonal, with the rows' lengths
+    taken from the same Gaussian block. Their average second moment is
+    :math:`I_d` and their law is symmetric (odd moments vanish), so the
+    positive estimator's relative bias is :math:`O(|u|^4)` at small
+    :math:`|u|`; but the fourth moments differ from the Gaussian ones:
+    along :math:`(1, \dots, 1)/\sqrt d` at d = 4, m = 8, the mean over j
+    of :math:`E(\omega_j \cdot v)^4` is about 2.58 instead of 3, and the
+    relative bias is about -1.6 % at :math:`|u| = 1`, -19 % at
+    :math:`|u| = 2`, indistinguishable from 0 at :math:`|u| = 0.2` with
+    20000 trials (see ``docs/unfixed_qr.rst``).
+
     Draw order (for reproducibility): ``"iid"`` draws an (m, d) standard
     normal array; the orthogonal ensembles and ``"simplex"`` draw the
     ``ceil(m/d)`` Gaussian blocks, ``"sorf"`` its ``ceil(m/D)`` blocks of
     signs; then (chi norms) m chi-square(d) variates.
+    ``"orthogonal-xformers"`` draws only its ``(ceil(d/m), m, m)`` Gaussian
+    array (C order).
 
     References
     ----------
@@ -367,6 +499,8 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
             w = rows * np.sqrt(rng.chisquare(d, size=m))[:, np.newaxis]
         else:
             w = np.sqrt(d) * _unit_rows(rows)
+    elif ensemble == "orthogonal-xformers":
+        w = xformers_features(m, d, rng, norms).T
     else:
         n_blocks = -(-m // d)
         q = orthogonal_blocks(n_blocks, d, rng, fix_signs=(ensemble == "orthogonal"))

@@ -38,3 +38,16 @@ SORF = registry.register("ensemble", registry.Ensemble(
     blocked=True, cosine=None,
     reduced_reason=f"method='reduced': no reduced sampler yet for ensemble='sorf'; {_LITERAL}",
     theory_reason="no closed form for the sorf ensemble (Monte Carlo only)"))
+
+#: xformers' FAVOR feature maps (SMOrf, SMHyperbolic, SMReg at commit 279e0833;
+#: :func:`rfkernels.projections.xformers_features`): every row is coupled to every
+#: other (a column of a slice of m x m blocks), hence not ``blocked``.
+XFORMERS = registry.register("ensemble", registry.Ensemble(
+    name="orthogonal-xformers",
+    summary=("xformers' feature maps: columns of a slice of m x m QR blocks, "
+             "signs on the rows (not Gaussian: biased)"),
+    blocked=False, cosine=None,
+    reduced_reason=("method='reduced' has no sampler for ensemble='orthogonal-xformers': its "
+                    "projections are not rotation invariant, so the scalar projections cannot be "
+                    f"drawn on their own; {_LITERAL}"),
+    theory_reason="no closed form for the orthogonal-xformers ensemble (Monte Carlo only)"))
