@@ -40,6 +40,13 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     and for flags (``store_true``).
     """
 
+    def _split_lines(self, text, width):
+        # never break inside a hyphenated choice ("orthogonal-xformers", "orthogonal-unfixed-qr")
+        import textwrap
+
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width,
+                             break_on_hyphens=False)
+
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
