@@ -20,8 +20,10 @@ KINDS = ("trig", "positive", "hyperbolic", "oprf")
 #: The Performer paper's three kinds (Lemma 2, Theorem 2, the paper's figures).
 PAPER_KINDS = ("trig", "positive", "hyperbolic")
 #: Projection ensembles of :func:`rfkernels.draw_projections`, appended in
-#: the same way: ``"simplex"`` (Reid et al. 2023) and ``"sorf"`` (Yu et al. 2016).
-ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf")
+#: the same way: ``"simplex"`` (Reid et al. 2023), ``"sorf"`` (Yu et al. 2016) and
+#: ``"orthogonal-xformers"`` (xformers' law); the registry's order (tested), so
+#: that spawn keys built from an index stay what they were.
+ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf", "orthogonal-xformers")
 #: Row-norm laws for the projections.
 NORMS = ("chi", "fixed")
 

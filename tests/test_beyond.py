@@ -32,7 +32,9 @@ def _z(samples, target):
 def test_tuples_are_appended_and_paper_kinds_kept():
     assert KINDS == ("trig", "positive", "hyperbolic", "oprf")
     assert PAPER_KINDS == ("trig", "positive", "hyperbolic")
-    assert ENSEMBLES == ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf")
+    assert ENSEMBLES == ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
+                         "orthogonal-xformers")
+    assert ENSEMBLES == rfkernels.estimators.names("ensemble")  # one order, the registry's
     assert theory.THEORY_ENSEMBLES == ("iid", "orthogonal", "simplex")
     assert rfkernels.PAPER_KINDS == PAPER_KINDS
 
