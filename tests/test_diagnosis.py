@@ -20,7 +20,6 @@ import rfkernels.analysis.diagnosis as diagnosis_module
 from rfkernels import theory
 from rfkernels.analysis import attention_mse_first_order, diagnose
 from rfkernels.analysis.diagnosis_advice import R_MAX, SLOPE_MIN, advise
-from rfkernels.attention import PRESETS
 from rfkernels.estimators import registry
 from rfkernels.features import feature_dimension, oprf_auto_a
 
