@@ -78,8 +78,8 @@ from rfkernels.workers import usable_cpus
 
 from .attention_data import check_names, check_scale, distinct_ints, root_entropy
 from .attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
-from .diagnosis_advice import DEFAULT_TARGET, advise, check_target, pool_heads
-from .diagnosis_precision import check_dtypes, precision_rows, rounding_errors
+from .diagnosis_advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
+from .diagnosis_precision import check_dtypes, overflow_rows, precision_rows, rounding_errors
 from .diagnosis_report import markdown_report, null_reason, write_csv
 from .lean_favor import one_blas_thread
 
@@ -370,6 +370,9 @@ def _first_order(plan, h, q, k, v):
             out[kind] = f"no first-order theory for kind={kind!r} (it has one for trig, positive, hyperbolic)"
         elif "iid" not in plan.ensembles:
             out[kind] = "the first-order theory is for iid projections only"
+        elif plan.norms != "chi":
+            out[kind] = (f"the first-order theory assumes Gaussian projections (chi norms); "
+                         f"norms={plan.norms!r} changes E[g g']")
         elif plan.fo_queries == 0:
             out[kind] = "first_order_queries=0"
         else:
@@ -403,12 +406,18 @@ def _head(plan, h, arrays, progress):
     uniform_mse = float(np.mean((exact - v.mean(axis=0)) ** 2))
     heavy = float(np.mean(kernel["u2"] > HEAVY_TAIL_U2))
     mc = _monte_carlo(plan, h, q, k, v, exact, fitted, progress)
+    overflow = []
+    if len(plan.dtypes) > 1:  # the thresholds on this head's data, for the first draw's W
+        m, ens = max(plan.ms), plan.ensembles[0]
+        w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms, seed=_seed(
+            plan, 3, h, 0, m, registry.names("ensemble").index(ens)))
+        overflow = overflow_rows(h, q, k, w, plan.preset_kinds, plan.dtypes, fitted)
     fo = _first_order(plan, h, q, k, v)
     if progress is not None:
         progress(1)
     return {"head": h, "index": [int(x) for x in idx], "fitted": fitted, "kernel": kernel,
             "exact_ms": exact_ms, "uniform_mse": uniform_mse, "heavy_share": heavy,
-            "mc": mc, "first_order": fo}
+            "mc": mc, "first_order": fo, "overflow": overflow}
 
 
 # ---------------------------------------------------------------------------
@@ -494,9 +503,9 @@ def _attention_fields(draws, bad, exact_ms, uniform_mse):
         "draws_nonfinite": int(n - finite.size),
         "relative_mse": mean / exact_ms if ok and exact_ms > 0 else None,
         "uniform_mse": uniform_mse, "zero_mse": exact_ms,
-        "worse_than_uniform": bool(mean - uniform_mse > 2 * se) if ok else bool(finite.size < n),
-        "better_than_uniform": bool(uniform_mse - mean > 2 * se) if ok else False,
-        "worse_than_zero": bool(mean - exact_ms > 2 * se) if ok else bool(finite.size < n),
+        "worse_than_uniform": beyond(mean, uniform_mse, se, exact_ms) if ok else bool(finite.size < n),
+        "better_than_uniform": beyond(uniform_mse, mean, se, exact_ms) if ok else False,
+        "worse_than_zero": beyond(mean, exact_ms, se, exact_ms) if ok else bool(finite.size < n),
         "nonpositive_rows_share": float(bad.mean()),
     }
 
@@ -595,11 +604,15 @@ class Diagnosis:
         error, the sampling MSE, their ratio, the share of rows whose
         normaliser failed and the draws whose features overflowed
         (:mod:`rfkernels.analysis.diagnosis_precision`).
+    overflow : list of dict
+        With ``dtypes``: per head x preset x kind x dtype, each map's overflow
+        and underflow on the head's data for one W, unshifted and as the
+        preset computes it (:func:`rfkernels.analysis.precision.overflow_report`).
     """
 
-    def __init__(self, rows, summary, heads, advice, meta, precision=()):
+    def __init__(self, rows, summary, heads, advice, meta, precision=(), overflow=()):
         self.rows, self.summary, self.heads, self.advice, self.meta = rows, summary, heads, advice, meta
-        self.precision = list(precision)
+        self.precision, self.overflow = list(precision), list(overflow)
 
     def select(self, table="summary", **where):
         """Rows of ``table`` ("summary" or "rows") whose columns equal the given values."""
@@ -616,7 +629,8 @@ class Diagnosis:
         (:func:`rfkernels.analysis.diagnosis_report.null_reason`).
         """
         return json_safe({"meta": self.meta, "heads": self.heads, "summary": self.summary,
-                          "advice": self.advice, "rows": self.rows, "precision": self.precision},
+                          "advice": self.advice, "rows": self.rows, "precision": self.precision,
+                          "overflow": self.overflow},
                          explain=null_reason)
 
     def to_csv(self, file=None, table="rows"):
@@ -757,4 +771,5 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
             for res in results]
     meta = _meta(plan, edges, time.perf_counter() - t0)
     meta["units"] = plan.heads * (2 + plan.draws * len(plan.ms) * len(plan.ensembles))
-    return Diagnosis(rows, summary, heads, advice, meta, precision)
+    overflow = [row for res in results for row in res["overflow"]]
+    return Diagnosis(rows, summary, heads, advice, meta, precision, overflow)

@@ -31,17 +31,26 @@ import numbers
 
 import numpy as np
 
-__all__ = ["DEFAULT_TARGET", "SLOPE_MIN", "advise", "check_target", "pool_heads"]
+__all__ = ["DEFAULT_TARGET", "ROUNDING_TIE", "SLOPE_MIN", "advise", "beyond", "check_target",
+           "pool_heads"]
 
 #: Default target relative attention MSE (a 10% root-mean-square relative error).
 DEFAULT_TARGET = 0.01
 #: A curve is extrapolated beyond its grid only where its local slope of log
 #: MSE against log r is below this (the 1/r regime has slope -1).
 SLOPE_MIN = -0.1
+#: Two MSEs closer than this share of the exact output's mean square (a 1e-12 relative
+#: error, squared) are equal to rounding: neither is "worse" than the other.
+ROUNDING_TIE = 1e-24
 #: Largest r the advice names (beyond: "unreachable").
 R_MAX = 10 ** 9
 
 _KEY = ("preset", "kind", "ensemble")
+
+
+def beyond(a, b, se, scale):
+    """a exceeds b by more than 2 standard errors and by more than rounding (ROUNDING_TIE x scale)."""
+    return bool(a - b > max(2.0 * se, ROUNDING_TIE * scale))
 
 
 def check_target(value):
@@ -104,9 +113,9 @@ def _pooled_row(group, kernel):
         "draws": first["draws"], "draws_nonfinite": int(sum(r["draws_nonfinite"] for r in group)),
         "relative_mse": att / zero if ok and zero > 0 else None,
         "uniform_mse": uniform, "zero_mse": zero,
-        "worse_than_uniform": bool(att - uniform > 2 * se) if ok else True,
-        "better_than_uniform": bool(uniform - att > 2 * se) if ok else False,
-        "worse_than_zero": bool(att - zero > 2 * se) if ok else True,
+        "worse_than_uniform": beyond(att, uniform, se, zero) if ok else True,
+        "better_than_uniform": beyond(uniform, att, se, zero) if ok else False,
+        "worse_than_zero": beyond(att, zero, se, zero) if ok else True,
         "nonpositive_rows_share": float(np.mean([r["nonpositive_rows_share"] for r in group])),
         "heads_worse_than_uniform": int(sum(r["worse_than_uniform"] for r in group)),
         "heads": len(group),
@@ -173,12 +182,14 @@ def _round_up(r, per):
 
 def _crossing(pts, target, per):
     """(r_needed, how, note) of one curve (module docstring)."""
-    finite = [(r, rel) for r, _, rel, _, _ in pts if rel is not None and rel > 0 and math.isfinite(rel)]
+    finite = [(r, rel) for r, _, rel, _, _ in pts if rel is not None and rel >= 0 and math.isfinite(rel)]
     if not finite:
         return None, "unknown", "no finite attention MSE on the grid"
     if finite[0][1] <= target:
         return finite[0][0], "at most", f"the smallest r measured, {finite[0][0]}, already reaches it"
     for (r0, e0), (r1, e1) in zip(finite, finite[1:]):
+        if e1 == 0:  # exact at r1 (no log to interpolate)
+            return r1, "at most", f"exact (MSE 0) at r = {r1}, not reached at r = {r0}"
         if e1 <= target:
             slope = math.log(e1 / e0) / math.log(r1 / r0)
             r = r0 * (target / e0) ** (1.0 / slope)
@@ -198,12 +209,12 @@ def _crossing(pts, target, per):
 
 def _at(pts, r):
     """(relative MSE, stderr or None, measured?) of a curve at budget r, or None outside its grid."""
-    finite = [p for p in pts if p[2] is not None and p[2] > 0 and math.isfinite(p[2])]
+    finite = [p for p in pts if p[2] is not None and p[2] >= 0 and math.isfinite(p[2])]
     for rr, _, rel, se, _ in finite:
         if rr == r:
             return rel, se, True
     for (r0, _, e0, _, _), (r1, _, e1, _, _) in zip(finite, finite[1:]):
-        if r0 < r < r1:
+        if r0 < r < r1 and min(e0, e1) > 0:
             t = math.log(r / r0) / math.log(r1 / r0)
             return math.exp((1 - t) * math.log(e0) + t * math.log(e1)), None, False
     return None
@@ -223,8 +234,13 @@ def _best(curves, r):
         if s0 is not None and s1 is not None:
             gap = ranking[1]["relative_mse"] - ranking[0]["relative_mse"]
             significant = bool(gap > 2.0 * math.hypot(s0, s1))
+    note = None
+    if not ranking:
+        grid = sorted({p[0] for pts in curves.values() for p in pts})
+        note = (f"r = {r} is outside every estimator's measured grid (r from {grid[0]} to "
+                f"{grid[-1]}) or between points that are not finite; not extrapolated")
     return {"r": int(r), "best": ranking[0] if ranking else None,
-            "ahead_of_runner_up": significant, "ranking": ranking}
+            "ahead_of_runner_up": significant, "ranking": ranking, "note": note}
 
 
 def advise(summary, target, budgets=None):

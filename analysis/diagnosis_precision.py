@@ -9,7 +9,10 @@ MSE** is its mean squared difference from the float64 output of the same
 preset; the **sampling MSE** is the float64 attention MSE against exact
 attention (``attention_mse``). Draws whose features overflow in the dtype
 are counted (``overflow_draws``), and rows whose normaliser underflows to 0
-or overflows (``failed_rows_share``).
+or overflows (``failed_rows_share``). Each map's overflow and underflow
+thresholds on the data, with and without its shifts, come from
+:func:`rfkernels.analysis.precision.overflow_report` on one W per head (the
+first draw's, at the largest m and the first ensemble): :func:`overflow_rows`.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import numpy as np
 
 from rfkernels.validation import check_choice
 
-from .precision import DTYPES, Rounding, rounded_attention
+from .precision import DTYPES, Rounding, overflow_report, rounded_attention
 
-__all__ = ["check_dtypes", "precision_rows", "rounding_errors"]
+__all__ = ["check_dtypes", "overflow_rows", "precision_rows", "rounding_errors"]
 
 
 def check_dtypes(dtypes):
@@ -58,13 +61,22 @@ def rounding_errors(q, k, v, w, kind, preset, dtypes, reference, A=None):
 
 
 def _stats(values, sampling):
+    """(mean, its standard error, mean / sampling, reason): None with the reason where undefined."""
     vals = np.asarray(values, dtype=np.float64)
-    finite = vals[np.isfinite(vals)]
     n = vals.size
-    mse = float(finite.mean()) if finite.size == n else math.inf
-    se = float(finite.std(ddof=1) / math.sqrt(n)) if finite.size == n and n >= 2 else None
-    ratio = mse / sampling if sampling and math.isfinite(mse) and math.isfinite(sampling) else None
-    return mse, se, ratio
+    bad = int(np.sum(~np.isfinite(vals)))
+    if bad:
+        return None, None, None, (f"{bad} of {n} draws overflowed in this dtype or had every row's "
+                                  "normaliser fail: no rounding MSE")
+    mse = float(vals.mean())
+    se = float(vals.std(ddof=1) / math.sqrt(n)) if n >= 2 else None
+    ratio = mse / sampling if sampling and math.isfinite(sampling) else None
+    why = None
+    if se is None:
+        why = "one draw: no standard error"
+    elif ratio is None:
+        why = "the sampling MSE is 0 or not finite: no ratio"
+    return mse, se, ratio, why
 
 
 def precision_rows(rows, collected):
@@ -79,10 +91,19 @@ def precision_rows(rows, collected):
     out = []
     for (h, p, kind, ens, m, d), draws in collected.items():
         ref = sampling[(h, p, kind, ens, m)]
-        mse, se, ratio = _stats([x[0] for x in draws], ref)
+        mse, se, ratio, why = _stats([x[0] for x in draws], ref)
         out.append({"head": h, "preset": p, "kind": kind, "ensemble": ens, "m": m, "dtype": d,
                     "rounding_mse": mse, "rounding_mse_stderr": se, "sampling_mse": ref,
-                    "rounding_to_sampling": ratio,
+                    "rounding_to_sampling": ratio, "rounding_reason": why,
                     "failed_rows_share": float(np.mean([x[1] for x in draws])),
                     "overflow_draws": int(sum(x[2] for x in draws)), "draws": len(draws)})
+    return out
+
+
+def overflow_rows(head, q, k, w, preset_kinds, dtypes, fitted):
+    """Per (preset, kind) and dtype: the overflow report of one head and one W, with its head."""
+    out = []
+    for p, kind in preset_kinds:
+        for row in overflow_report(q, k, w, kind, p, dtypes, A=fitted[kind].get("A")):
+            out.append({"head": head, "m": int(w.shape[0]), **row})
     return out

@@ -44,7 +44,9 @@ _OTHER_NULLS = {
     "params": lambda row: (f"pooled over {row.get('heads')} heads, each with its own fitted "
                            "parameters (see the rows)"),
     "r_needed": lambda row: row.get("note"),
-    "best": lambda row: "no estimator has a finite relative MSE at this r",
+    "best": lambda row: row.get("note") or "no estimator has a finite relative MSE at this r",
+    "note": lambda row: "nothing to add",
+    "unshifted_overflow_side": lambda row: "no side overflows unshifted in this dtype",
     "ahead_of_runner_up": lambda row: ("not decided: the best and the runner-up are not both "
                                        "measured at this r with standard errors"),
     "relative_mse_stderr": lambda row: ("interpolated between grid points: no standard error"
@@ -71,6 +73,8 @@ def null_reason(key, value, row):
         return row["first_order_reason"]
     if base.startswith("kernel_") and row.get("kernel_reason"):
         return row["kernel_reason"]
+    if base.startswith("rounding_") and row.get("rounding_reason"):
+        return row["rounding_reason"]
     if base in _ATTENTION_FIELDS and row.get("draws_nonfinite"):
         return (f"{row['draws_nonfinite']} of {row.get('draws')} projection draws gave an attention "
                 "output that is not finite (a normaliser exactly 0, or an overflow), so the mean "
@@ -291,7 +295,22 @@ def _precision(diag):
             "output; the sampling MSE is the float64 error against exact attention. A ratio far "
             "below 1: precision is not the problem."
             + (f" Shown at m = {max(diag.meta['m_values'])}." if len(diag.heads) > 1 else ""),
-            ""] + _table(header, lines) + [""]
+            ""] + _table(header, lines) + [""] + _overflow(diag)
+
+
+def _overflow(diag):
+    if not diag.overflow:
+        return []
+    lines = [[r["head"], r["preset"], r["kind"], r["dtype"], _num(r["log_max"]),
+              _num(max(r["max_exponent_queries"], r["max_exponent_keys"]) + r["unshifted_offset"]),
+              _num(r["unshifted_overflows"]), _num(r["feature_overflows"]),
+              f"{100 * r['key_feature_underflow_share']:.1f}%"]
+             for r in diag.overflow if r["dtype"] != "float64"]
+    header = ["head", "preset", "kind", "dtype", "dtype's largest exponent", "unshifted exponent",
+              "overflows unshifted", "overflows as computed", "key features underflowing"]
+    return ["Overflow on this data, one W per head (the first draw's, at the largest m): the "
+            "largest unshifted exponent against the dtype's, and the features as each preset "
+            "computes them.", ""] + _table(header, lines) + [""]
 
 
 def _advice(diag):

@@ -288,7 +288,8 @@ def _print_summary(diag, paths, seconds):
     best = max(diag.advice["best"], key=lambda e: e["r"], default=None)
     if best is None or best["best"] is None:
         where = "" if best is None else f" at r = {best['r']}"
-        print(f"best estimator{where}: none with a finite attention MSE")
+        why = (best or {}).get("note") or "none with a finite attention MSE"
+        print(f"best estimator{where}: {why}")
     else:
         b = best["best"]
         se = "" if b["relative_mse_stderr"] is None else f" +- {_fmt(b['relative_mse_stderr'], '.2g')}"
@@ -300,7 +301,8 @@ def _print_summary(diag, paths, seconds):
         key = (row["preset"], row["kind"], row["ensemble"])
         if key not in last or row["m"] > last[key]["m"]:
             last[key] = row
-    worse = [f"{k}/{e}" for (_, k, e), row in last.items() if row["worse_than_uniform"]]
+    worse = [f"{k}/{e}" + ("" if p == "rfkernels" else f" ({p})")
+             for (p, k, e), row in last.items() if row["worse_than_uniform"]]
     print(f"worse than uniform attention at their largest m: {len(worse)} of {len(last)} "
           f"estimators{': ' + ', '.join(worse) if worse else ''}")
     print(f"wrote {', '.join(paths)} in {seconds:.1f} s")

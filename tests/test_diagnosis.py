@@ -853,3 +853,68 @@ def test_dtypes_axis_reports_rounding_beside_sampling():
     assert by["float16"]["sampling_mse"] == res.rows[0]["attention_mse"]
     with pytest.raises(ValueError, match="dtypes"):
         diagnose(q, k, v, m=(8,), draws=2, dtypes=["float8"])
+
+
+# ---------------------------------------------------------------------------
+# Review findings: ties, exact estimates, fixed norms, off-grid budgets, overflow rows
+# ---------------------------------------------------------------------------
+
+
+def test_first_order_refuses_fixed_norms():
+    rng = np.random.default_rng(8)
+    q, k = 0.3 * rng.normal(size=(16, 4)), 0.3 * rng.normal(size=(16, 4))
+    res = diagnose(q, k, m=(8,), kinds=["positive"], ensembles=["iid"], norms="fixed", draws=2,
+                   pairs=50, first_order_queries=2)
+    row = res.rows[0]
+    assert row["first_order_mse"] is None and row["first_order_valid"] is None
+    assert "chi norms" in row["first_order_reason"]
+
+
+def test_rounding_is_not_worse_than_an_exact_uniform_baseline():
+    # one key: every estimator returns v_1 (to rounding), and so does uniform attention
+    rng = np.random.default_rng(9)
+    q, k, v = rng.normal(size=(6, 3)), rng.normal(size=(1, 3)), rng.normal(size=(1, 2))
+    res = diagnose(q, k, v, m=(2, 8), kinds=["positive", "hyperbolic"], ensembles=["iid"],
+                   draws=3, pairs=10, first_order_queries=0)
+    for row in res.rows + res.summary:
+        assert row["uniform_mse"] == 0.0 and row["attention_mse"] < 1e-28
+        assert not row["worse_than_uniform"] and not row["better_than_uniform"]
+
+
+def test_exact_estimates_reach_any_target_at_the_smallest_r():
+    q, k, v = np.zeros((6, 4)), np.zeros((5, 4)), np.ones((5, 2))
+    res = diagnose(q, k, v, m=(2, 8), kinds=["positive"], ensembles=["iid"], draws=2, pairs=10,
+                   first_order_queries=0)
+    assert all(r["relative_mse"] == 0.0 for r in res.summary)
+    (entry,) = res.advice["budget"]
+    assert entry["r_needed"] == 2 and entry["how"] == "at most"
+    assert res.advice["best"][0]["best"]["relative_mse"] == 0.0
+
+
+def test_a_budget_outside_the_grid_says_so():
+    rng = np.random.default_rng(10)
+    q, k = 0.3 * rng.normal(size=(8, 4)), 0.3 * rng.normal(size=(8, 4))
+    res = diagnose(q, k, m=(4, 8), kinds=["positive"], ensembles=["iid"], draws=2, pairs=20,
+                   first_order_queries=0, budgets=[1, 6, 100000])
+    far = {e["r"]: e for e in res.advice["best"]}
+    assert far[1]["best"] is None and "outside" in far[1]["note"]
+    assert far[6]["best"] is not None and far[6]["note"] is None
+    doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))
+    assert "outside" in doc["advice"]["best"][2]["null_reasons"]["best"]
+
+
+def test_dtypes_report_each_maps_overflow_on_the_data():
+    rng = np.random.default_rng(11)
+    q, k, v = rng.normal(size=(16, 4)), rng.normal(size=(16, 4)), rng.normal(size=(16, 2))
+    w_row = k.copy()
+    res = diagnose(q, w_row, v, m=(4,), kinds=["positive"], ensembles=["iid"],
+                   presets=["rfkernels", "xformers"], draws=2, pairs=20, first_order_queries=0,
+                   dtypes=["float16"], scale=1.0)
+    got = {(r["preset"], r["dtype"]) for r in res.overflow}
+    assert got == {("rfkernels", "float64"), ("rfkernels", "float16"), ("xformers", "float64"),
+                   ("xformers", "float16")}
+    assert all(r["head"] == 0 and r["m"] == 4 for r in res.overflow)
+    doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))
+    for row in doc["overflow"] + doc["precision"]:
+        for key, value in row.items():
+            assert value is not None or key in row.get("null_reasons", {}), key
