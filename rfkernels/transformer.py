@@ -106,8 +106,10 @@ class RandomFeatures:
         Output dimension r, as in ``RBFSampler``: r projections for
         ``"positive"`` and ``"oprf"``, r/2 for ``"trig"`` and
         ``"hyperbolic"`` (whose features come in pairs), so r must be even there.
-    ensemble : {"iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf"}, default "orthogonal"
-        Projection ensemble (:func:`rfkernels.draw_projections`).
+    ensemble : str, default "orthogonal"
+        Projection ensemble, any of :func:`rfkernels.draw_projections`: "iid",
+        "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
+        "orthogonal-xformers".
     norms : {"chi", "fixed"}, default "chi"
         Row norms (chi(d): unbiased; sqrt(d): the regularised variant).
     random_state : None, int, numpy.random.Generator, SeedSequence or RandomState, default None
