@@ -187,6 +187,24 @@ def geometry_from_angle(d, norm_x, norm_y, angle):
     return _check_invariants(geom, "norm_x and norm_y")
 
 
+def kernel_geometry(geom, est):
+    """``(geom', log_factor)``: the softmax geometry of the scaled pair and the target's log factor.
+
+    The estimator's target kernel (:attr:`rfkernels.estimators.Estimator.kernel`)
+    is ``exp(log_factor) * SM(x', y')`` with ``x' = c x``, ``y' = c y``
+    (:mod:`rfkernels.estimators.kernels`); every invariant of the geometry
+    scales by ``c^2``. For the softmax kernel ``geom`` itself and 0.0.
+    """
+    c = est.scale
+    if c == 1.0:
+        return geom, 0.0
+    c2 = c * c
+    with np.errstate(over="ignore"):
+        scaled = Geometry(geom.d, geom.half_sq * c2, geom.s * c2, geom.t * c2)
+    scaled = _check_invariants(scaled, "the scaled pair sqrt(2 gamma) (x, y)")
+    return scaled, est.kernel.log_factor(scaled.half_sq)
+
+
 def _check_m(m, geom, name="m"):
     m = check_int_array(m, name, minimum=1)
     try:
@@ -226,9 +244,15 @@ def no_theorem2_reason(kind, ensemble, norms, m=None, d=None):
 
 
 def lemma2_of(geom, m, est, *, log=True):
-    """Lemma 2's MSE (its log by default) of a validated estimator with :attr:`~rfkernels.estimators.Estimator.lemma2`."""
+    """Lemma 2's MSE (its log by default) of a validated estimator with :attr:`~rfkernels.estimators.Estimator.lemma2`.
+
+    For a target kernel other than softmax, Lemma 2 at the scaled pair times
+    the kernel's factor squared (:func:`kernel_geometry`).
+    """
     est.lemma2.require()
-    return _finish(est.kind.lemma2(geom, _check_m(m, geom)), log, "Lemma 2 MSE")
+    m = _check_m(m, geom)
+    geom, log_factor = kernel_geometry(geom, est)
+    return _finish(est.kind.lemma2(geom, m) + 2.0 * log_factor, log, "Lemma 2 MSE")
 
 
 def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
@@ -341,10 +365,12 @@ def theorem2_bound(x, y, m, *, norms="chi", log=False):
 # ---------------------------------------------------------------------------
 
 
-def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
-    """:func:`exact_mse` for a :class:`Geometry` (the form sweeps use)."""
+def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None, log=False,
+                            kernel="softmax", gamma=None):
+    """:func:`exact_mse` for a :class:`Geometry` of the unscaled pair (the form sweeps use)."""
     log = check_bool(log, "log")
-    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True)
+    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
+                    gamma=gamma)
     return exact_log_mse(geom, m, est, log=log)
 
 
@@ -354,7 +380,10 @@ def exact_log_mse(geom, m, est, *, log=True, vectors=None):
     ``m`` is checked against the batch; the estimator's capability says why
     there is no closed form (ValueError) where there is none. ``vectors``,
     the pair(s) ``(x, y)`` of ``geom``, reach the kind's theory (a kind whose
-    MSE depends on the vectors themselves needs them).
+    MSE depends on the vectors themselves needs them). ``geom`` and
+    ``vectors`` are those of the pair as given; the estimator's target
+    kernel rescales them (:func:`kernel_geometry`) and multiplies the MSE by
+    its factor squared.
     """
     est.exact_mse.require()
     if vectors is None and est.kind.theory_needs_vectors:
@@ -370,10 +399,16 @@ def exact_log_mse(geom, m, est, *, log=True, vectors=None):
         except ValueError:
             raise ValueError(f"A of shape {np.shape(A)} does not broadcast with the batch shape "
                              f"{np.shape(geom.s)}") from None
-    return _finish(est.kind.log_mse(geom, m, est, vectors), log, "exact MSE")
+    geom, log_factor = kernel_geometry(geom, est)
+    if vectors is not None and est.scale != 1.0:
+        vectors = tuple(est.scale * np.asarray(v) for v in vectors)
+    with np.errstate(invalid="ignore"):
+        out = est.kind.log_mse(geom, m, est, vectors) + 2.0 * log_factor
+    return _finish(out, log, "exact MSE")
 
 
-def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
+def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, kernel="softmax",
+              gamma=None):
     r"""Exact MSE of an estimator, iid, (block-)orthogonal or simplex, chi or fixed norms.
 
     Parameters
@@ -383,8 +418,11 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     m : int or array_like of int
         Number of projections; orthogonal projections come in independent
         blocks of ``d`` rows, the last one partial.
-    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
-        ``'oprf'``: optimal positive random features (``docs/beyond.rst``).
+    kind : {'trig', 'positive', 'hyperbolic', 'oprf', 'offset'}
+        ``'oprf'``: optimal positive random features (``docs/beyond.rst``);
+        ``'offset'``: random-offset Fourier features (scikit-learn's
+        ``RBFSampler``; m outputs), whose MSE is trig's plus
+        :math:`e^{|x|^2 + |y|^2}/(2m)` (``1/(2m)`` for the Gaussian kernel).
     ensemble : {'iid', 'orthogonal', 'simplex'}
         ``'simplex'`` (simplex random features, blocks of d rows, the last
         partial) needs d >= 2 and chi norms.
@@ -399,11 +437,22 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     log : bool
         Return the natural log of the MSE; finite wherever the MSE is
         positive, even far beyond float64's range.
+    kernel : {'softmax', 'gaussian'}
+        The target: ``exp(x·y)`` or the Gaussian kernel
+        ``exp(-gamma |x - y|^2)``, which is estimated by the softmax
+        estimators at ``(sqrt(2 gamma) x, sqrt(2 gamma) y)`` times
+        ``exp(-gamma (|x|^2 + |y|^2))`` (MATH.md, "The Gaussian (RBF)
+        kernel"); ``A`` is then that of the scaled pair. With fixed norms
+        the estimate is of a Bessel kernel, and the MSE is bias² plus
+        variance against the Gaussian.
+    gamma : float, optional
+        The Gaussian kernel's parameter (> 0; required with
+        ``kernel='gaussian'``, refused otherwise).
 
     Returns
     -------
     ndarray
-        MSE of the estimate of ``exp(x·y)``, batch shape.
+        MSE of the estimate of the kernel (``exp(x·y)`` by default), batch shape.
 
     Raises
     ------
@@ -472,15 +521,18 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False):
     True
     """
     log = check_bool(log, "log")
-    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True)
+    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
+                    gamma=gamma)
     geom = geometry(x, y)
     return exact_log_mse(geom, m, est, log=log, vectors=np.broadcast_arrays(
         np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)))
 
 
-def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None):
+def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, kernel="softmax",
+                  gamma=None):
     """Natural log of :func:`exact_mse`; finite where the MSE overflows float64."""
-    return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, A=A, log=True)
+    return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, A=A, log=True, kernel=kernel,
+                     gamma=gamma)
 
 
 def oprf_optimal_a(x, y):
@@ -541,6 +593,7 @@ __all__ = [
     "exact_mse_from_geometry",
     "geometry",
     "geometry_from_angle",
+    "kernel_geometry",
     "lemma2_mse",
     "exact_log_mse",
     "no_closed_form_reason",

@@ -14,9 +14,10 @@ import numpy as np
 #: The built-in estimator kinds (feature maps), in the registry's order
 #: (:mod:`rfkernels.estimators` registers them, one module each; attention
 #: seeds use the index): ``"oprf"`` is the optimal positive random features
-#: of Likhosherstov et al. (2022), beyond the paper. Checks ask the registry,
-#: which also holds kinds registered later.
-KINDS = ("trig", "positive", "hyperbolic", "oprf")
+#: of Likhosherstov et al. (2022), beyond the paper; ``"offset"`` the
+#: random-offset Fourier features of scikit-learn's ``RBFSampler``. Checks ask
+#: the registry, which also holds kinds registered later.
+KINDS = ("trig", "positive", "hyperbolic", "oprf", "offset")
 #: The Performer paper's three kinds (Lemma 2, Theorem 2, the paper's figures).
 PAPER_KINDS = ("trig", "positive", "hyperbolic")
 #: Projection ensembles of :func:`rfkernels.draw_projections`, appended in

@@ -5,7 +5,7 @@
 - **ensembles** (the projection law: blocks, the cosine between two rows of
   a block, which samplers exist) and **norm laws** (how the row norms are
   drawn: chi or fixed),
-- **target kernels** (softmax today).
+- **target kernels** (softmax, and the Gaussian kernel as its rescaling).
 
 An entry registers itself when its module is imported
 (:func:`register`); :mod:`rfkernels.estimators` imports the built-in ones.
@@ -162,6 +162,13 @@ class Kind:
         shared by every pair (OPRF: ``A*`` of the mean ``|x + y|^2/d``).
         None: the kind has no data-fitted parameters. Every layer that fits
         a kind on data (``A="auto"``, ``rfkernels diagnose``) calls this.
+    random_phase : bool
+        Each projection's term also carries an independent random phase:
+        the normalised term is ``terms(...) + cos(2 pi U_i)``, U_i uniform
+        (the offset map ``sqrt(2) cos(w.x + b)``: given w, ``w.(x + y) + 2b``
+        is a uniform phase). The engine draws U_i from its own counter
+        stream and adds the cosine after the kind's terms (a runtime flag of
+        the kernels, which are otherwise those of the kind's ``scalar_terms``).
     """
 
     name: str
@@ -186,6 +193,7 @@ class Kind:
     param_names: tuple = ()
     check_params: Callable = _no_params
     fit: Optional[Callable] = None
+    random_phase: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,13 +245,34 @@ class NormLaw:
 
 @dataclass(frozen=True)
 class TargetKernel:
-    """The kernel the features estimate, as a transform of the softmax kernel.
+    """The kernel the features estimate, as a rescaling of the softmax kernel.
 
-    ``transform(x, y) -> (x', y', log_factor)``: the target is
-    ``exp(log_factor) * exp(x'.y')``; relative errors are those of the
-    softmax estimator at ``(x', y')``.
+    The target is ``exp(log_factor(half_sq')) * exp(x'.y')`` with
+    ``x' = c x``, ``y' = c y``, ``c = scale(params)`` and ``half_sq' =
+    (|x'|^2 + |y'|^2)/2``: the softmax estimators at ``(x', y')``, times
+    the factor, estimate it, so relative errors are those of the softmax
+    estimator at the scaled pair and the MSE is multiplied by
+    ``exp(2 log_factor)``.
+
+    Attributes
+    ----------
+    name, summary : str
+    scale : callable
+        ``scale(params) -> c`` (a float > 0).
+    log_factor : callable
+        ``log_factor(half_sq')``: the log of target / SM at the scaled pair
+        (0 for softmax; ``-half_sq'`` for the Gaussian kernel), vectorised;
+        it also splits per row (``-|x'|^2/2`` for a row's features).
+    check_params : callable
+        ``check_params({name: value}) -> params``: the validated, frozen
+        parameter object (None for softmax).
+    param_names : tuple of str
+        Keyword parameters of the kernel (``("gamma",)`` for gaussian).
     """
 
     name: str
     summary: str
-    transform: Callable
+    scale: Callable = field(default=lambda params: 1.0)
+    log_factor: Callable = field(default=lambda half_sq: 0.0)
+    check_params: Callable = field(default=lambda values: None)
+    param_names: tuple = ()

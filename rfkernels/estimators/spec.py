@@ -61,6 +61,9 @@ class Estimator:
         The kind's parameter object (:attr:`Kind.check_params`), None for
         kinds without parameters.
     m, d : int or None
+    kernel_params : object
+        The target kernel's parameter object (:attr:`TargetKernel.check_params`;
+        ``gamma`` of the Gaussian kernel), None for softmax.
     """
 
     kind: registry.Kind
@@ -70,6 +73,7 @@ class Estimator:
     params: object = None
     m: Optional[int] = None
     d: Optional[int] = None
+    kernel_params: object = None
 
     # -- capabilities -------------------------------------------------------
 
@@ -143,6 +147,14 @@ class Estimator:
         """Outputs of the feature map (None while m is unknown)."""
         return None if self.m is None else self.kind.features_per_projection * self.m
 
+    #: The output dimension (scikit-learn's ``n_components``): :attr:`feature_dimension`.
+    output_dimension = feature_dimension
+
+    @property
+    def scale(self):
+        """``c``: the target kernel is a softmax estimator's at ``(c x, c y)`` (1 for softmax)."""
+        return float(self.kernel.scale(self.kernel_params))
+
     def with_size(self, m=None, d=None):
         """The same estimator at ``m`` projections in dimension ``d`` (only the sizes are checked)."""
         m, d = check_sizes(self.ensemble, self.m if m is None else m, self.d if d is None else d)
@@ -154,17 +166,21 @@ class Estimator:
 
     def describe(self):
         """A dict of the choices (names and sizes), as results and JSON record them."""
-        return {"kernel": self.kernel.name, "kind": self.kind.name,
-                "ensemble": self.ensemble.name, "norms": self.norms.name,
-                "m": self.m, "d": self.d}
+        out = {"kernel": self.kernel.name, "kind": self.kind.name,
+               "ensemble": self.ensemble.name, "norms": self.norms.name,
+               "m": self.m, "d": self.d, "output_dimension": self.feature_dimension}
+        for name in self.kernel.param_names:
+            out[name] = getattr(self.kernel_params, name)
+        return out
 
 
-def refuse_parameter(name, value, kind):
-    """Raise the one error for a parameter ``name`` given to a ``kind`` that does not take it."""
-    owners = [k.name for k in registry.entries("kind") if name in k.param_names]
-    owner = " or ".join(f"kind={o!r}" for o in owners) or "no kind"
-    raise ValueError(f"{name} is the parameter of {owner} only; got {name}={value!r} with "
-                     f"kind={kind!r}")
+def refuse_parameter(name, value, kind, kernel="softmax"):
+    """Raise the one error for a parameter ``name`` given to a ``kind`` (and ``kernel``) that does not take it."""
+    owners = [f"kind={k.name!r}" for k in registry.entries("kind") if name in k.param_names]
+    owners += [f"kernel={t.name!r}" for t in registry.entries("kernel") if name in t.param_names]
+    owner = " or ".join(owners) or "no kind"
+    given = f"kernel={kernel!r}" if any(o.startswith("kernel=") for o in owners) else f"kind={kind!r}"
+    raise ValueError(f"{name} is the parameter of {owner} only; got {name}={value!r} with {given}")
 
 
 def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=None,
@@ -184,8 +200,9 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
         An already validated parameter object of this kind (from another
         :class:`Estimator`); excludes keyword parameters.
     **values
-        The kind's parameters by name (``A=`` for oprf). A parameter given
-        as None is left out; one that belongs to another kind is refused.
+        The kind's parameters by name (``A=`` for oprf) and the kernel's
+        (``gamma=`` for gaussian). A parameter given as None is left out;
+        one that belongs to another kind or kernel is refused.
     """
     k = registry.entry("kind", kind)
     e = registry.entry("ensemble", ensemble)
@@ -193,12 +210,14 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
     t = registry.entry("kernel", kernel)
     given = {name: v for name, v in values.items() if v is not None}
     for name, v in given.items():
-        if name not in k.param_names:
-            refuse_parameter(name, v, k.name)
+        if name not in k.param_names and name not in t.param_names:
+            refuse_parameter(name, v, k.name, t.name)
+    kernel_params = t.check_params({n_: v for n_, v in given.items() if n_ in t.param_names})
     if params is None:
-        params = k.check_params(given, batch=batch)
+        params = k.check_params({n_: v for n_, v in given.items() if n_ in k.param_names},
+                                batch=batch)
     m, d = check_sizes(e, m, d)
-    return Estimator(k, e, n, t, params, m, d)
+    return Estimator(k, e, n, t, params, m, d, kernel_params)
 
 
 def check_sizes(ensemble, m, d):
