@@ -76,6 +76,7 @@ TP_ALPHA0, TP_SHIFT, TP_WSCALE, TP_C1, TP_C0, TP_E_PLUS, TP_E_MINUS, TP_C_MINUS,
 from .streams import STREAM_DIRECTION as _STREAM_DIRECTION
 from .streams import STREAM_LENGTH as _STREAM_LENGTH
 from .streams import STREAM_OPRF_TAIL as _STREAM_OPRF_TAIL
+from .streams import STREAM_PHASE as _STREAM_PHASE
 from .streams import STREAM_PROPOSAL as _STREAM_PROPOSAL
 from .streams import STREAM_SIMPLEX as _STREAM_SIMPLEX
 from .streams import STREAM_SIMPLEX_LENGTH as _STREAM_SIMPLEX_LENGTH
@@ -425,6 +426,22 @@ def _weight(v, q, r, m, symmetric, chi, with_w, tp):
     return _mixture(r, m, tp)
 
 
+_TWO_PI = 2.0 * math.pi
+
+
+@scalar(inline="never")
+def _add_phases(k0, k1, trial, m, p):
+    """p[i] += cos(2 pi U_i), i < m; = :func:`rfkernels.engine.laws.phase_terms` (pairs of slots share a block)."""
+    npairs = m // 2
+    for j in range(npairs):
+        u, v, _ = uniform_pair_inline(k0, k1, trial, j, _STREAM_PHASE)
+        p[2 * j] = p[2 * j] + math.cos(_TWO_PI * u)
+        p[2 * j + 1] = p[2 * j + 1] + math.cos(_TWO_PI * v)
+    if m % 2:
+        u, v, _ = uniform_pair_inline(k0, k1, trial, npairs, _STREAM_PHASE)
+        p[m - 1] = p[m - 1] + math.cos(_TWO_PI * u)
+
+
 #: The terms of the generic sources below: rebound per kind (:func:`trial_estimate_for`,
 #: :func:`kernel_for`) to its registry entry's ``scalar_terms``; the unspecialised
 #: sources compute positive features.
@@ -432,8 +449,8 @@ _terms = positive.scalar_terms
 
 
 @scalar(inline="always")
-def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, curvature, offset,
-                   tilted, symmetric, tp, p, g, q, ok, work):
+def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, phase, length, slope, curvature,
+                   offset, tilted, symmetric, tp, p, g, q, ok, work):
     """``(e, w)``: the normalised estimate of trial counter ``trial`` and its weight.
 
     ``e`` is one entry of :func:`rfkernels.engine.normalised_estimates`.
@@ -495,6 +512,8 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, length, slope, 
         if tilted:
             w = _weight(p, q, g, m, symmetric, True, use_w, tp)
     _terms(length, slope, curvature, offset, m, d, chi, p, q)
+    if phase:
+        _add_phases(k0, k1, trial, m, p)
     return _sum8(p, 0, m) / m, w
 
 
@@ -514,7 +533,9 @@ def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     an argument, not a constant: one compilation serves a plain pilot and
     the tilted run that may follow it (``tilted``: draw from the tilted
     proposal and write the weights to ``weights``; otherwise ``weights`` is
-    not touched). The per-trial functions (a loop over the m projections
+    not touched). So is ``phase`` (:attr:`rfkernels.estimators.Kind.random_phase`:
+    add the random-phase terms after the kind's terms), so that the offset
+    kind runs trig's kernel, not a specialisation of its own. The per-trial functions (a loop over the m projections
     each) are called, not inlined into the kernel (``inline="never"``): that
     halves the compilation, while the leaf functions they call (Philox,
     Box--Muller, ``exp``) are still inlined into their loops, which LLVM
@@ -526,7 +547,7 @@ def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     """
     BLOCK_IID = ENSEMBLE == IID
 
-    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tilted, tp, out, weights):
+    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tilted, phase, tp, out, weights):
         if KIND_ID < 0:  # never: names the kind in the cache key
             return
         n = out.shape[0]
@@ -591,6 +612,8 @@ def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                             _ratios_chi(p, g, m, tp)
                         weights[t] = _mixture(g, m, tp)
                 _terms(length, slope, curvature, offset, m, d, CHI, p, q)
+                if phase:
+                    _add_phases(k0, k1, trial, m, p)
                 out[t] = _sum8(p, 0, m) / m
 
     return numba.njit(parallel=True, cache=True, error_model="numpy")(
@@ -618,11 +641,17 @@ def kind_entry(kind):
 
 
 def kind_id(kind):
-    """A 62-bit number naming ``kind`` and the source of its terms (the kernels' cache key)."""
+    """A 62-bit number naming the terms of ``kind`` and their source (the kernels' cache key).
+
+    Kinds that share their ``scalar_terms`` (and flags) share a kernel: trig
+    and offset, whose random phase is a runtime argument.
+    """
     if kind.name not in _KIND_IDS:
         import inspect
 
-        text = kind.name + "\0" + inspect.getsource(source(kind.scalar_terms))
+        terms = source(kind.scalar_terms)
+        text = (f"{terms.__module__}.{terms.__qualname__}\0{kind.needs_squared_norms}"
+                f"\0{kind.symmetric_tilt}\0" + inspect.getsource(terms))
         _KIND_IDS[kind.name] = int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
     return _KIND_IDS[kind.name]
 
@@ -643,7 +672,7 @@ def kernel_for(ensemble, chi, kind):
     if int(ensemble) not in ENSEMBLE_CODES.values():
         raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES.values())}; "
                          f"got {ensemble!r}")
-    key = (int(ensemble), bool(chi), entry.name, kind_id(entry))
+    key = (int(ensemble), bool(chi), kind_id(entry))
     if key not in _KERNELS:
         _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), entry.needs_squared_norms, entry.symmetric_tilt,
                                      kind_id(entry), entry.scalar_terms)
@@ -684,7 +713,8 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
     slope, curvature, offset = constants_args(kind, length, oprf)
     _, tp, weights = tilt_params(tilt, weights, out)  # symmetric follows from the kind
     kernel_for(ensemble, chi, kind)(k0, k1, base, m, d, length, slope, curvature, offset,
-                                    tilt is not None, tp, out, weights)
+                                    tilt is not None, kind_entry(kind).random_phase, tp, out,
+                                    weights)
 
 
 def tilt_params(tilt, weights, out):

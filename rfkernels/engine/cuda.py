@@ -3,7 +3,7 @@
 The per-trial work is :func:`rfkernels.engine.cpu.trial_estimate`,
 built for the CUDA target by :func:`rfkernels.numerics.scalar.cuda_twin`
 from the same Python source as the CPU build (Philox, normals,
-chi-squares, projections (iid, orthogonal, simplex), the four kinds, the fixed-order sums). Each
+chi-squares, projections (iid, orthogonal, simplex), the kinds' terms and random phases, the fixed-order sums). Each
 thread runs whole trials, trial ``t`` from Philox trial counter ``base + t``
 only, in a grid-stride loop, so a trial's numbers do not depend on the
 launch shape. The per-trial scratch of the CPU kernel lives in per-thread
@@ -73,8 +73,8 @@ def _kernels(capacity, sim, kind):
     cap = capacity
 
     @cuda.jit
-    def estimates(k0, k1, base, m, d, ensemble, chi, needs_w2, length, slope, curvature, offset, tilted,
-                  symmetric, tp, out, weights):
+    def estimates(k0, k1, base, m, d, ensemble, chi, needs_w2, phase, length, slope, curvature, offset,
+                  tilted, symmetric, tp, out, weights):
         p = cuda.local.array(cap, float64)
         g = cuda.local.array(cap, float64)
         q = cuda.local.array(cap, float64)
@@ -82,8 +82,9 @@ def _kernels(capacity, sim, kind):
         work = cuda.local.array((3, cap), float64)
         n = out.shape[0]
         for t in range(cuda.grid(1), n, cuda.gridsize(1)):
-            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, needs_w2, length,
-                                  slope, curvature, offset, tilted, symmetric, tp, p, g, q, ok, work)
+            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, needs_w2, phase,
+                                  length, slope, curvature, offset, tilted, symmetric, tp, p, g, q,
+                                  ok, work)
             out[t] = e
             if tilted:
                 weights[t] = w
@@ -104,7 +105,8 @@ def _args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf):
     """The kernels' arguments; ``ensemble`` an ensemble code (False/True: iid/orthogonal)."""
     slope, curvature, offset = _mc_numba.constants_args(kind, length, oprf)
     return (np.uint32(k0), np.uint32(k1), np.uint64(base), np.int64(m), np.int64(d), np.int64(ensemble),
-            bool(chi), bool(kind.needs_squared_norms), float(length), slope, curvature, offset)
+            bool(chi), bool(kind.needs_squared_norms), bool(kind.random_phase), float(length), slope,
+            curvature, offset)
 
 
 def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, *,

@@ -24,6 +24,7 @@ from .streams import (
     STREAM_DIRECTION,
     STREAM_LENGTH,
     STREAM_OPRF_TAIL,
+    STREAM_PHASE,
     STREAM_SIMPLEX,
     STREAM_SIMPLEX_LENGTH,
     STREAM_TAIL,
@@ -327,5 +328,22 @@ def estimates_of(est, key, counters, a, consts, xp, tilt=None):
     p, w2, moved, W = _projections(key, counters, m, d, est.ensemble.name, est.norms.name, xp,
                                    est.kind.needs_squared_norms, draws, tilt)
     w = None if tilt is None else tilt_weights(moved, tilt, W, xp)
-    e = fixed_order_sum(est.kind.terms(p, w2, a, consts, xp), xp) / m
+    terms = est.kind.terms(p, w2, a, consts, xp)
+    if est.kind.random_phase:
+        terms = terms + phase_terms(key, counters, m, xp)
+    e = fixed_order_sum(terms, xp) / m
     return e if tilt is None else (e, w)
+
+
+def phase_terms(key, counters, m, xp):
+    r""":math:`\cos(2\pi U_i)`, i < m, shape (m, n): the random-phase terms (:attr:`Kind.random_phase`).
+
+    ``U_{2j}``, ``U_{2j+1}`` are the two uniforms of
+    :func:`rfkernels.rng.uniform_pair` at slot j of :data:`STREAM_PHASE`.
+    """
+    pairs = xp.arange((m + 1) // 2, dtype=xp.uint64)[:, None]
+    u, v, _ = rng.uniform_pair(key, counters[None, :], pairs, stream=STREAM_PHASE, xp=xp)
+    U = xp.empty((2 * u.shape[0], counters.shape[0]), dtype=xp.float64)
+    U[0::2] = u
+    U[1::2] = v
+    return xp.cos((2.0 * math.pi) * U[:m])

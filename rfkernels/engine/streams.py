@@ -30,6 +30,8 @@ STREAM_SIMPLEX = 20
 STREAM_SIMPLEX_LENGTH = 21
 #: Stream of the proposal's mixture component (one Philox block per trial, slot 0).
 STREAM_PROPOSAL = 22
+#: Stream of the random phases U_i of kinds with a random phase (offset: cos(2 pi U_i)).
+STREAM_PHASE = 23
 #: Bits of the trial counter that index trials; the pair index sits above.
 PAIR_SHIFT = 40
 #: Trials per pair addressable by the counter layout.
