@@ -22,7 +22,7 @@ import numpy as np
 from rfkernels import engine
 from rfkernels.backends import array_namespace, to_numpy
 from rfkernels.features import feature_map, log_estimate
-from rfkernels.projections import draw_projections
+from rfkernels.projections import draw_phases, draw_projections
 from rfkernels.rng import key_from_seed
 
 from .moments import Accumulator
@@ -134,30 +134,33 @@ def literal_chunks(s, first=0):
     inv_scale = xp.asarray(np.exp(-log_scale)) if linear else None
     draw_backend = "cupy" if s.backend == "cupy" else "numpy"
 
-    def draw():
-        return draw_projections(s.m, s.d, ensemble=s.ensemble, norms=s.norms, seed=gen,
-                                backend=draw_backend)
+    def draw():  # the projections, then (offset) their phases, from the same Generator
+        w = draw_projections(s.m, s.d, ensemble=s.ensemble, norms=s.norms, seed=gen,
+                             backend=draw_backend)
+        b = draw_phases(s.m, seed=gen, backend=draw_backend) if s.est.kind.random_phase else None
+        return w, b
 
     # pairs sharing one OPRF parameter go through one feature_map call
     groups = [(None, None)]
     if s.kind == "oprf":
         groups = [(a, xp.asarray(np.flatnonzero(np.array(s.a) == a))) for a in dict.fromkeys(s.a)]
 
-    def estimates(w):
+    def estimates(w, b):
         if len(groups) == 1:
             a = groups[0][0]
-            return xp.sum(feature_map(X, w, s.kind, A=a) * feature_map(Y, w, s.kind, A=a), axis=1)
+            return xp.sum(feature_map(X, w, s.kind, A=a, phase=b)
+                          * feature_map(Y, w, s.kind, A=a, phase=b), axis=1)
         est = xp.empty(X.shape[0])
         for a, idx in groups:
             est[idx] = xp.sum(feature_map(X[idx], w, s.kind, A=a)
                               * feature_map(Y[idx], w, s.kind, A=a), axis=1)
         return est
 
-    def log_estimates(w):
+    def log_estimates(w, b):
         sign, logabs = xp.empty(X.shape[0]), xp.empty(X.shape[0])
         for a, idx in groups:
             xs, ys = (X, Y) if idx is None else (X[idx], Y[idx])
-            sg, la = log_estimate(xs, ys, w, s.kind, A=a)
+            sg, la = log_estimate(xs, ys, w, s.kind, A=a, phase=b)
             sl = slice(None) if idx is None else idx
             sign[sl], logabs[sl] = xp.diagonal(sg), xp.diagonal(la)
         return sign, logabs
@@ -168,16 +171,16 @@ def literal_chunks(s, first=0):
         n = min(s.chunk, s.trials - start)
         block = xp.empty((X.shape[0], n))
         for j in range(n):
-            w = draw()
+            w, b = draw()
             est = None
             if linear:
                 try:
-                    est = estimates(w) * inv_scale
+                    est = estimates(w, b) * inv_scale
                 except FloatingPointError:
                     est = None
             if est is None or not bool(xp.all(xp.isfinite(est))):
                 # overflow in the linear domain: the same estimate through log_estimate
-                sign, logabs = log_estimates(w)
+                sign, logabs = log_estimates(w, b)
                 est = sign * xp.exp(logabs - xp.asarray(log_scale))
             block[:, j] = est
         for pair in range(X.shape[0]):
@@ -251,7 +254,8 @@ def _scaled(value, log_factor, what):
 def _result(s, plan, pair, acc, elapsed):
     nm = s.norm[pair]
     n = acc.sq.n
-    log_c, log_c2 = nm.log_scale, 2.0 * nm.log_scale
+    log_c = nm.log_scale + s.log_factor[pair]  # the target kernel's scale (its factor included)
+    log_c2 = 2.0 * log_c
     mse = _scaled(acc.sq.mean, log_c2, "the MSE")
     stderr = _scaled(math.sqrt(max(acc.sq.variance, 0.0) / n), log_c2, "the MSE's standard error")
     bias = _scaled(acc.err.mean, log_c, "the bias")
@@ -290,7 +294,9 @@ def _result(s, plan, pair, acc, elapsed):
         proposal_alpha0=None if tilt is None else tilt.alpha0,
         proposal_wscale=None if tilt is None else tilt.wscale,
         pilot_k_hat=plan.pilot_k[pair], ess=ess, weight_mean=weight_mean,
-        elapsed_s=elapsed,
+        elapsed_s=elapsed, kernel=s.est.kernel.name,
+        gamma=getattr(s.est.kernel_params, "gamma", None),
+        output_dimension=s.est.feature_dimension,
     )
 
 

@@ -148,6 +148,10 @@ class _Setup:
 
     Built by :func:`_setup`, the one place a Monte Carlo run is checked, and
     not changed after; each pair's proposal is a :class:`rfkernels.analysis.mc_run.Plan`.
+    ``X``, ``Y``, ``norm``, ``a`` and ``consts`` are those of the scaled pair
+    (``sqrt(2 gamma) x`` for the Gaussian kernel), whose softmax estimate
+    times ``exp(log_factor)`` is the target's; ``sm`` and ``exact`` are the
+    target's.
     """
 
     X: np.ndarray
@@ -166,6 +170,7 @@ class _Setup:
     a: list  # the kind's parameter per pair (OPRF: A; None for the other kinds)
     consts: list  # the kind's constants per pair (the engine's floats)
     proposal: str = "plain"  # as requested: plain, tilted or auto
+    log_factor: tuple = ()  # the target kernel's log factor per pair (0.0 for softmax)
 
     kind = property(lambda self: self.est.kind.name)
     ensemble = property(lambda self: self.est.ensemble.name)
@@ -194,7 +199,8 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
 
 
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-           names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain"):
+           names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain",
+           kernel="softmax", gamma=None):
     """Every check, before any work; returns the validated :class:`_Setup`.
 
     ``geometry`` (one pair's :class:`rfkernels.theory.Geometry`) and its
@@ -214,12 +220,12 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
     if isinstance(kind, Estimator):  # validated by the caller (rfkernels mse builds it once)
-        if (ensemble, norms, A) != ("iid", "chi", None):
-            raise ValueError("kind is an Estimator: its ensemble, norms and A are its own; "
-                             "leave ensemble, norms and A out")
+        if (ensemble, norms, A, kernel, gamma) != ("iid", "chi", None, "softmax", None):
+            raise ValueError("kind is an Estimator: its ensemble, norms, A, kernel and gamma are "
+                             "its own; leave them out")
         est = kind.with_size(m=m)
     else:
-        est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A)
+        est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A, kernel=kernel, gamma=gamma)
     if method == "reduced":
         est.reduced.require()
     elif proposal == "tilted":
@@ -263,17 +269,19 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     known = geometry is not None
     geom = geometry if known else theory.geometry(Xa, Ya)
     has_theory = bool(est.exact_mse)
-    norm, exacts, sm, values, consts = [], [], [], [], []
+    norm, exacts, sm, values, consts, factors = [], [], [], [], [], []
     for k in range(pairs):
         g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
-        value = est.kind.resolve(est.params, g)
+        gs, log_factor = theory.kernel_geometry(g, est)  # the scaled pair (softmax: g itself)
+        factors.append(float(log_factor))
+        value = est.kind.resolve(est.params, gs)
         values.append(value)
-        log_sm = float(g.log_sm)
+        log_sm = float(gs.log_sm) + float(log_factor)
         if log_sm > LOG_MAX:
             raise FloatingPointError(
                 f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
             )
-        nm = engine.normalisation_of(est.kind, float(g.half_sq), float(g.s), float(g.t))
+        nm = engine.normalisation_of(est.kind, float(gs.half_sq), float(gs.s), float(gs.t))
         norm.append(nm)
         consts.append(None if run_engine is None else run_engine.constants(value, nm.length))
         sm.append(math.exp(log_sm))
@@ -288,8 +296,10 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             exacts.append(math.exp(log_exact))
         else:
             exacts.append(None)
+    if Xa is not None and est.scale != 1.0:
+        Xa, Ya = est.scale * Xa, est.scale * Ya  # the literal method's feature maps see the scaled pair
     return _Setup(Xa, Ya, est, trials, seq, backend, method, chunk, progress, run_engine, norm, exacts,
-                  sm, values, consts, proposal)
+                  sm, values, consts, proposal, tuple(factors))
 
 
 # ---------------------------------------------------------------------------
@@ -310,7 +320,7 @@ def _one_pair(x, y):
 
 def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                     backend="numpy", method="reduced", chunk=None, progress=None, A=None,
-                    proposal="auto"):
+                    proposal="auto", kernel="softmax", gamma=None):
     r"""Monte Carlo MSE of an estimator of :math:`SM(x, y) = e^{x \cdot y}`, beside theory.
 
     Parameters
@@ -409,7 +419,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     """
     X, Y = _one_pair(x, y)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-               names=("x", "y"), A=A, proposal=proposal)
+               names=("x", "y"), A=A, proposal=proposal, kernel=kernel, gamma=gamma)
     return run(s)[0]
 
 
@@ -420,7 +430,7 @@ COMPUTE = "compute"
 def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="chi", trials,
                                   seed=0, backend="numpy", method="reduced", chunk=None,
                                   progress=None, vectors=None, mse_exact=COMPUTE, A=None,
-                                  proposal="auto"):
+                                  proposal="auto", kernel="softmax", gamma=None):
     """:func:`monte_carlo_mse` of the pair whose :class:`rfkernels.theory.Geometry` is ``geometry``.
 
     The estimators depend on (x, y) only through the geometry's invariants,
@@ -428,6 +438,8 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
     the vectors, ``vectors=(x, y)``. A caller that already holds the exact
     MSE passes it as ``mse_exact`` (a float, or None where there is no closed
     form), so that it is computed once; by default it is computed here.
+    ``geometry`` and ``vectors`` are those of the pair as given (the target
+    kernel rescales them itself).
     Results equal :func:`monte_carlo_mse`'s for the same seed.
     """
     if not isinstance(geometry, theory.Geometry) or np.ndim(geometry.s) != 0:
@@ -455,20 +467,20 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
             raise ValueError(f"mse_exact must be finite and >= 0; got {mse_exact!r}")
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
                names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE, A=A,
-               proposal=proposal)
+               proposal=proposal, kernel=kernel, gamma=gamma)
     return run(s)[0]
 
 
 def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                           backend="numpy", method="reduced", chunk=None, progress=None, A=None,
-                          proposal="auto"):
+                          proposal="auto", kernel="softmax", gamma=None):
     """:func:`monte_carlo_mse` for the pairs ``(X[k], Y[k])``, k = 0 .. n - 1.
 
     Parameters
     ----------
     X, Y : array_like of shape (n, d)
         The pairs, row by row.
-    m, kind, ensemble, norms, trials, seed, backend, method, chunk, A, proposal
+    m, kind, ensemble, norms, trials, seed, backend, method, chunk, A, proposal, kernel, gamma
         As in :func:`monte_carlo_mse` (the same for every pair; ``A=None``
         gives each pair its own ``A*``, ``proposal='auto'`` decides per pair).
     progress : callable, optional
@@ -489,17 +501,18 @@ def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials,
     across pairs; each pair's own statistics are unaffected.
     """
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress, A=A,
-               proposal=proposal)
+               proposal=proposal, kernel=kernel, gamma=gamma)
     return MonteCarloBatch(run(s))
 
 
 def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                    backend="numpy", method="reduced", start=0, A=None):
+                    backend="numpy", method="reduced", start=0, A=None, kernel="softmax",
+                    gamma=None):
     """The per-trial estimates of SM that :func:`monte_carlo_mse` averages over (plain proposal).
 
     Parameters
     ----------
-    x, y, m, kind, ensemble, norms, seed, backend, method, A
+    x, y, m, kind, ensemble, norms, seed, backend, method, A, kernel, gamma
         As in :func:`monte_carlo_mse`.
     trials : int
         How many estimates, >= 2.
@@ -516,7 +529,7 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     X, Y = _one_pair(x, y)
     start = check_int(start, "start", minimum=0)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, None, None,
-               names=("x", "y"), keep_all=True, A=A)
+               names=("x", "y"), keep_all=True, A=A, kernel=kernel, gamma=gamma)
     if start + s.trials > engine.MAX_TRIALS:
         raise ValueError(f"start + trials must be at most 2**{engine.PAIR_SHIFT}")
     chunks = reduced_chunks(s, first=start) if s.method == "reduced" else literal_chunks(s, start)
@@ -524,7 +537,7 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     e = np.concatenate(parts)
     if not np.all(np.isfinite(e)):
         raise FloatingPointError("an estimate overflowed even after normalisation")
-    log_c = s.norm[0].log_scale
+    log_c = s.norm[0].log_scale + s.log_factor[0]
     if abs(log_c) >= 700.0:
         raise FloatingPointError(f"estimates are of order e^{log_c:.1f}, beyond the linear domain")
     return e * math.exp(log_c)

@@ -39,7 +39,8 @@ class MonteCarloResult:
     generator : str
         ``"philox4x32-10"`` (reduced) or ``"numpy-default_rng"`` (literal).
     sm : float
-        The exact kernel value :math:`e^{x \\cdot y}`.
+        The exact kernel value: :math:`e^{x \\cdot y}`, or the target kernel's
+        (:math:`e^{-\\gamma |x - y|^2}` for ``kernel="gaussian"``).
     mse : float
         Sample mean of the squared errors :math:`(\\widehat{SM} - SM)^2`.
     stderr : float
@@ -80,6 +81,13 @@ class MonteCarloResult:
         Mean weight (1 in expectation; exactly 1 if plain).
     elapsed_s : float
         Wall-clock seconds spent.
+    kernel : str
+        The target kernel (``"softmax"`` or ``"gaussian"``).
+    gamma : float or None
+        The Gaussian kernel's parameter (None for softmax).
+    output_dimension : int
+        The feature map's outputs (scikit-learn's ``n_components``): m for
+        positive, oprf and offset features, 2m for trig and hyperbolic.
     """
 
     kind: str
@@ -115,6 +123,9 @@ class MonteCarloResult:
     ess: float
     weight_mean: float
     elapsed_s: float
+    kernel: str = "softmax"
+    gamma: float | None = None
+    output_dimension: int | None = None
 
     @property
     def k_hat(self):

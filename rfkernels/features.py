@@ -50,8 +50,10 @@ from .pairs import (
     check_memory_pairs,
     check_oprf_a,
     check_pair,
+    check_phase,
     check_projections,
     check_rows,
+    check_target,
     require_finite,
     squeeze_pairs,
 )
@@ -260,22 +262,31 @@ def oprf_exponents(proj, w, A, xp):
             + (d / 4.0) * math.log1p(-4.0 * A))
 
 
-def _features(x, w, kind, xp, A=None):
+def _features(x, w, kind, xp, A=None, phase=None, target=None):
+    """The random features of the rows of x; ``target`` (a TargetKernel) adds its per-row log factor.
+
+    The Gaussian kernel's factor ``-|x'|^2/2`` cancels the trig and offset
+    maps' ``e^{|x'|^2/2}`` exactly (``exp(0) = 1``), so those stay bounded.
+    """
     m = w.shape[0]
     proj = x @ w.T  # (n, m): ω_i·x
     half_sq = 0.5 * xp.sum(x * x, axis=1, keepdims=True)  # |x|²/2
+    shift = 0.0 if target is None else target.log_factor(half_sq)
     if kind == "oprf":
-        return xp.exp(oprf_exponents(proj, w, A, xp) - half_sq) / math.sqrt(m)
+        return xp.exp(oprf_exponents(proj, w, A, xp) - half_sq + shift) / math.sqrt(m)
     if kind == "trig":
-        scale = xp.exp(half_sq) / math.sqrt(m)
+        scale = xp.exp(half_sq + shift) / math.sqrt(m)
         return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
+    if kind == "offset":  # RBFSampler's sqrt(2/m) cos(Wx + b), times e^{|x|²/2} for softmax
+        return xp.cos(proj + phase[None, :]) * (xp.exp(half_sq + shift) * math.sqrt(2.0 / m))
     if kind == "positive":
-        return xp.exp(proj - half_sq) / math.sqrt(m)
+        return xp.exp(proj - half_sq + shift) / math.sqrt(m)
     # hyperbolic: exp(-|x|²/2)/sqrt(2m)·[exp(Wx), exp(-Wx)]
-    return xp.exp(xp.concatenate([proj, -proj], axis=1) - half_sq) / math.sqrt(2 * m)
+    return xp.exp(xp.concatenate([proj, -proj], axis=1) - half_sq + shift) / math.sqrt(2 * m)
 
 
-def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
+def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
+                kernel="softmax", gamma=None):
     r"""Features φ(X): random features of the softmax kernel, or a deterministic map.
 
     Parameters
@@ -303,11 +314,23 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
         pairs of rows of X with themselves (:func:`oprf_auto_a` ``(X)``).
         Features of two different sets must share one A: compute it once
         with ``oprf_auto_a(X, Y)`` and pass the float.
+    phase : array_like of shape (m,), optional
+        The phases :math:`b_i \in [0, 2\pi)` of ``kind="offset"`` (required
+        there, refused for the other kinds; :func:`rfkernels.draw_phases`).
+    kernel : {"softmax", "gaussian"}, default "softmax"
+        The kernel the random features estimate: ``exp(x·y)``, or
+        ``exp(-gamma |x - y|^2)``, whose features are the softmax ones of
+        :math:`x' = \sqrt{2\gamma}\, x` times :math:`e^{-|x'|^2/2}`
+        (for trig: :math:`[\sin, \cos](W x')/\sqrt m`; for offset:
+        ``RBFSampler``'s :math:`\sqrt{2/m}\cos(W x' + b)`).
+    gamma : float, optional
+        The Gaussian kernel's parameter (> 0; ``kernel="gaussian"`` only).
 
     Returns
     -------
     phi : ndarray of shape (n, r)
-        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"`` and ``"oprf"``,
+        r = 2m for ``"trig"`` and ``"hyperbolic"``, r = m for ``"positive"``, ``"oprf"``
+        and ``"offset"``,
         r = d for ``"identity"`` and ``"elu1"``, r = 2dν for ``"dpfp"``
         (:func:`feature_dimension`). For the random kinds
         ``feature_map(X, W, k) @ feature_map(Y, W, k).T`` is
@@ -375,6 +398,10 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
     xp = get_array_module(X) if W is None else get_array_module(X, W)
     deterministic, nu, sum_normalize = check_feature_map(kind, W, nu, sum_normalize, A=A)
     A = None if deterministic else check_oprf_a(kind, A)
+    target, scale = check_target(kernel, gamma)
+    if deterministic and target.name != "softmax":
+        raise ValueError(f"kernel={kernel!r} is for the random kinds; the deterministic map "
+                         f"{kind!r} estimates no kernel")
     x, x1 = check_rows(X, "X", xp)
     if deterministic:
         w = None
@@ -386,7 +413,10 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
     else:
         w = check_projections(W, xp)
         check_same_d([x.shape, w.shape], ["X", "W"])
+        phase = check_phase(kind, phase, w.shape[0], xp)
         check_memory_pairs(x, None, w, xp)
+        if scale != 1.0:
+            x = scale * x
         A = _resolve_a(A, x, None)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if sum_normalize:
@@ -394,7 +424,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
         elif deterministic:
             phi = _deterministic_features(x, kind, nu, xp)
         else:
-            phi = _features(x, w, kind, xp, A)
+            phi = _features(x, w, kind, xp, A, phase, target)
     if deterministic or sum_normalize:
         if not bool(xp.all(xp.isfinite(phi))):
             raise FloatingPointError(
@@ -406,8 +436,8 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None):
     return phi[0] if x1 else phi
 
 
-def estimate(X, Y, W, kind, *, A=None):
-    r"""Random-feature estimate of exp(X @ Y.T) for every pair of rows.
+def estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None):
+    r"""Random-feature estimate of exp(X @ Y.T) (or of the Gaussian kernel) for every pair of rows.
 
     Parameters
     ----------
@@ -420,6 +450,9 @@ def estimate(X, Y, W, kind, *, A=None):
         The OPRF parameter (``kind="oprf"`` only, required there): a float
         < 1/8, or ``"auto"``: :func:`oprf_auto_a` ``(X, Y)``, the optimal A
         for the mean ``|x_i + y_j|^2 / d`` over all pairs.
+    phase, kernel, gamma
+        As in :func:`feature_map` (the offset kind's phases; the Gaussian
+        kernel ``exp(-gamma |x - y|^2)``).
 
     Returns
     -------
@@ -456,11 +489,15 @@ def estimate(X, Y, W, kind, *, A=None):
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
-    xp, x, y, w, x1, y1 = check_pair(X, Y, W, kind, A)
+    xp, x, y, w, x1, y1, phase = check_pair(X, Y, W, kind, A, phase)
+    target, scale = check_target(kernel, gamma)
     check_memory_pairs(x, y, w, xp)
+    if scale != 1.0:
+        x, y = scale * x, scale * y
     A = _resolve_a(check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        k = _features(x, w, kind, xp, A) @ _features(y, w, kind, xp, A).T
+        k = (_features(x, w, kind, xp, A, phase, target)
+             @ _features(y, w, kind, xp, A, phase, target).T)
     require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
     return squeeze_pairs(k, x1, y1)
 
@@ -491,7 +528,7 @@ def _log_matmul_exp(a, b, xp):
     return out
 
 
-def log_estimate(X, Y, W, kind, *, A=None):
+def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None):
     r"""Sign and log-magnitude of :func:`estimate`, without overflow.
 
     Like :func:`numpy.linalg.slogdet`, the estimate is returned as
@@ -505,6 +542,8 @@ def log_estimate(X, Y, W, kind, *, A=None):
     kind : {"trig", "positive", "hyperbolic", "oprf"}
     A : float or "auto", optional
         The OPRF parameter, as in :func:`estimate`.
+    phase, kernel, gamma
+        As in :func:`feature_map`.
 
     Returns
     -------
@@ -556,11 +595,14 @@ def log_estimate(X, Y, W, kind, *, A=None):
     .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021. https://arxiv.org/abs/2009.14794
     """
-    xp, x, y, w, x1, y1 = check_pair(X, Y, W, kind, A)
+    xp, x, y, w, x1, y1, phase = check_pair(X, Y, W, kind, A, phase)
+    target, scale = check_target(kernel, gamma)
     check_memory_pairs(x, y, w, xp)
+    if scale != 1.0:
+        x, y = scale * x, scale * y
     A = _resolve_a(check_oprf_a(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        sign, logabs = _log_estimate(x, y, w, kind, xp, A)
+        sign, logabs = _log_estimate(x, y, w, kind, xp, A, phase, target)
     # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed
     if bool(xp.any(xp.isnan(logabs) | (logabs == xp.inf))):
         raise FloatingPointError(
@@ -570,14 +612,21 @@ def log_estimate(X, Y, W, kind, *, A=None):
     return squeeze_pairs(sign, x1, y1), squeeze_pairs(logabs, x1, y1)
 
 
-def _log_estimate(x, y, w, kind, xp, A=None):
+def _log_estimate(x, y, w, kind, xp, A=None, phase=None, target=None):
     m = w.shape[0]
     px = x @ w.T
     py = y @ w.T
     sq_x = 0.5 * xp.sum(x * x, axis=1)
     sq_y = 0.5 * xp.sum(y * y, axis=1)
-    if kind == "trig":
-        mean_cos = (xp.cos(px) @ xp.cos(py).T + xp.sin(px) @ xp.sin(py).T) / m
+    # the target kernel's per-row log factors (0 for softmax, -|x'|²/2 for gaussian)
+    row_x = 0.0 if target is None else target.log_factor(sq_x)
+    row_y = 0.0 if target is None else target.log_factor(sq_y)
+    if kind in ("trig", "offset"):
+        if kind == "trig":
+            mean_cos = (xp.cos(px) @ xp.cos(py).T + xp.sin(px) @ xp.sin(py).T) / m
+        else:
+            mean_cos = (2.0 / m) * (xp.cos(px + phase[None, :]) @ xp.cos(py + phase[None, :]).T)
+        sq_x, sq_y = sq_x + row_x, sq_y + row_y  # exactly 0 for the Gaussian kernel
         sign = xp.sign(mean_cos)
         logabs = xp.log(xp.abs(mean_cos)) + sq_x[:, None] + sq_y[None, :]
     else:
@@ -587,7 +636,7 @@ def _log_estimate(x, y, w, kind, xp, A=None):
         elif kind == "oprf":
             px = oprf_exponents(px, w, A, xp)
             py = oprf_exponents(py, w, A, xp)
-        logabs = _log_matmul_exp(px - sq_x[:, None], py - sq_y[:, None], xp)
+        logabs = _log_matmul_exp(px - (sq_x - row_x)[:, None], py - (sq_y - row_y)[:, None], xp)
         logabs = logabs - math.log(px.shape[1])
         sign = xp.ones_like(logabs)
     return sign, logabs

@@ -12,7 +12,7 @@ import numpy as np
 
 from .backends import get_array_module
 from .estimators import oprf
-from .estimators.registry import check_kind
+from .estimators.registry import check_kind, entry
 from .estimators.spec import refuse_parameter
 from .validation import check_finite, check_memory, check_same_d
 
@@ -41,8 +41,12 @@ def check_projections(value, xp):
     return w
 
 
-def check_pair(X, Y, W=None, kind=None, A=None):
-    """Validate everything before any work; returns xp, arrays and squeeze flags."""
+def check_pair(X, Y, W=None, kind=None, A=None, phase=None):
+    """Validate everything before any work; returns xp, arrays and squeeze flags (and the phases).
+
+    With a ``kind``, its ``phase`` too (:func:`check_phase`); the phases are
+    then returned after the squeeze flags.
+    """
     args = (X, Y) if W is None else (X, Y, W)
     xp = get_array_module(*args)
     if kind is not None:
@@ -55,7 +59,36 @@ def check_pair(X, Y, W=None, kind=None, A=None):
         return xp, x, y, None, x1, y1
     w = check_projections(W, xp)
     check_same_d([x.shape, y.shape, w.shape], ["X", "Y", "W"])
+    if kind is not None:
+        return xp, x, y, w, x1, y1, check_phase(kind, phase, w.shape[0], xp)
     return xp, x, y, w, x1, y1
+
+
+def check_phase(kind, phase, m, xp=np):
+    """The phases ``b`` (m,) of a kind with a random phase (offset: required), None otherwise."""
+    if not entry("kind", kind).random_phase:
+        if phase is not None:
+            owners = " or ".join(repr(k) for k in ("offset",))
+            raise ValueError(f"phase is the parameter of kind={owners} only; got phase with "
+                             f"kind={kind!r}")
+        return None
+    if phase is None:
+        raise ValueError(f"kind={kind!r} needs phase: the (m,) phases b_i in [0, 2 pi) drawn with "
+                         "the projections (rfkernels.draw_phases); got None")
+    b = check_finite(phase, "phase", xp)
+    if b.shape != (m,):
+        raise ValueError(f"phase must have shape (m,) = ({m},), one per projection; got shape "
+                         f"{b.shape}")
+    return b
+
+
+def check_target(kernel, gamma):
+    """``(entry, scale)`` of a target kernel and its parameter (gamma: gaussian only)."""
+    t = entry("kernel", kernel)
+    values = {} if gamma is None else {"gamma": gamma}
+    if gamma is not None and "gamma" not in t.param_names:
+        refuse_parameter("gamma", gamma, None, t.name)
+    return t, float(t.scale(t.check_params(values)))
 
 
 def check_memory_pairs(x, y, w, xp):

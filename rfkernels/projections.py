@@ -31,6 +31,7 @@ from .estimators.registry import check_ensemble, check_norms
 from .estimators.spec import check_sizes
 
 __all__ = [
+    "draw_phases",
     "draw_projections",
     "fwht",
     "orthogonal_blocks",
@@ -516,3 +517,30 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
 
         return array_namespace("cupy").asarray(w)
     return w
+
+
+def draw_phases(m, *, seed=None, backend="numpy"):
+    r"""Draw the m phases :math:`b_i \sim U[0, 2\pi)` of random-offset features (kind ``"offset"``).
+
+    ``seed`` as in :func:`draw_projections`; pass the same Generator right
+    after it to draw the phases that go with those projections (as
+    scikit-learn's ``RBFSampler`` draws ``random_offset_`` after
+    ``random_weights_``). Returns a float64 array of shape (m,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = draw_phases(4, seed=0)
+    >>> b.shape, bool(np.all((0 <= b) & (b < 2 * np.pi)))
+    ((4,), True)
+    """
+    m = check_int(m, "m")
+    backend = check_backend(backend)
+    rng = check_seed(seed)
+    check_memory(8 * m, f"draw_phases(m={m})")
+    b = rng.uniform(0.0, 2.0 * np.pi, size=m)
+    if backend == "cupy":
+        from .backends import array_namespace
+
+        return array_namespace("cupy").asarray(b)
+    return b
