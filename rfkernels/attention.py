@@ -59,7 +59,7 @@ from .features import (
     feature_map,
     oprf_auto_a,
 )
-from .estimators.registry import check_kind
+from .estimators.registry import check_kind, entry as registry_entry
 from .presets import KeyState, check_preset, preset_attention, query_features
 from .validation import (
     KINDS,
@@ -602,6 +602,10 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
     deterministic, nu, _ = check_feature_map(kind, W, nu, False, A=A)
     A = None if deterministic else check_oprf_a(kind, A)
+    if not deterministic and registry_entry("kind", kind).random_phase:
+        raise ValueError(f"{caller} does not take kind={kind!r} (random-offset features carry "
+                         "phases drawn with W, for the Gaussian kernel: rfkernels.feature_map); "
+                         "for attention use 'trig', its paired form")
     check_choice(normalization, "normalization", NORMALIZATIONS)
     q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
     stabilize = check_bool(stabilize, "stabilize")

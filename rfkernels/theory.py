@@ -195,14 +195,14 @@ def kernel_geometry(geom, est):
     (:mod:`rfkernels.estimators.kernels`); every invariant of the geometry
     scales by ``c^2``. For the softmax kernel ``geom`` itself and 0.0.
     """
-    c = est.scale
-    if c == 1.0:
+    if est.kernel.name == "softmax":
         return geom, 0.0
-    c2 = c * c
-    with np.errstate(over="ignore"):
-        scaled = Geometry(geom.d, geom.half_sq * c2, geom.s * c2, geom.t * c2)
-    scaled = _check_invariants(scaled, "the scaled pair sqrt(2 gamma) (x, y)")
-    return scaled, est.kernel.log_factor(scaled.half_sq)
+    c2 = est.scale * est.scale
+    if c2 != 1.0:  # gamma = 1/2 scales nothing, but the factor remains
+        with np.errstate(over="ignore"):
+            geom = Geometry(geom.d, geom.half_sq * c2, geom.s * c2, geom.t * c2)
+        geom = _check_invariants(geom, "the scaled pair sqrt(2 gamma) (x, y)")
+    return geom, est.kernel.log_factor(geom.half_sq)
 
 
 def _check_m(m, geom, name="m"):
