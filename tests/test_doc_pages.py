@@ -1,4 +1,4 @@
-"""Pages of docs/ whose every block runs, with their real outputs: diagnose.rst and presets.rst.
+"""Pages of docs/ whose every block runs, with their real outputs: diagnose, presets and gaussian.
 
 Each page is executed top to bottom in an empty working directory with the
 machinery of ``tests/test_tutorial.py`` (doctest examples with one unit of
@@ -17,6 +17,7 @@ PAGES = {
     "diagnose.rst": (15, 1, [os.path.join("diagnosis", name) for name in (
         "report.md", "diagnosis.json", "diagnosis.csv", "diagnosis_summary.csv", "diagnosis.png")]),
     "presets.rst": (12, 0, []),
+    "gaussian.rst": (14, 0, []),
 }
 
 #: The presets page opens with a one-line snippet naming arrays the reader has: give it some.
