@@ -6,7 +6,9 @@ kernel (:func:`softmax_kernel`, :func:`log_softmax_kernel`), closed-form theory 
 FAVOR and exact attention (:func:`favor_attention`, :func:`softmax_attention`)
 the counter-based generator (:mod:`rfkernels.rng`), and a scikit-learn style
 transformer (:class:`RandomFeatures`). Beyond the paper: optimal positive
-features (kind ``"oprf"``), simplex and SORF ensembles (``docs/beyond.rst``).
+features (kind ``"oprf"``), simplex and SORF ensembles (``docs/beyond.rst``); the
+Gaussian kernel (``kernel="gaussian"``), random-offset features (kind
+``"offset"``, :func:`draw_phases`) and :class:`RandomFourierFeatures` (``docs/gaussian.rst``).
 The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
 identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
@@ -17,11 +19,12 @@ from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate
 from .softmax import log_softmax_kernel, softmax_kernel
 from .theory import pair
-from .projections import draw_projections
+from .projections import draw_phases, draw_projections
 
 from .attention import linear_attention
 from .features import FEATURE_MAPS, feature_dimension
 from .transformer import RandomFeatures
+from .fourier import RandomFourierFeatures
 
 from .version import __version__
 
@@ -31,6 +34,8 @@ __all__ = [
     "NORMS",
     "PAPER_KINDS",
     "RandomFeatures",
+    "RandomFourierFeatures",
+    "draw_phases",
     "draw_projections",
     "estimate",
     "favor_attention",

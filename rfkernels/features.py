@@ -277,8 +277,11 @@ def _features(x, w, kind, xp, A=None, phase=None, target=None):
     if kind == "trig":
         scale = xp.exp(half_sq + shift) / math.sqrt(m)
         return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
-    if kind == "offset":  # RBFSampler's sqrt(2/m) cos(Wx + b), times e^{|x|²/2} for softmax
-        return xp.cos(proj + phase[None, :]) * (xp.exp(half_sq + shift) * math.sqrt(2.0 / m))
+    if kind == "offset":  # RBFSampler's sqrt(2/m) cos(Wx + b), times e^{|x|²/2} for softmax; in place
+        proj += phase[None, :]
+        xp.cos(proj, out=proj)
+        proj *= xp.exp(half_sq + shift) * math.sqrt(2.0 / m)
+        return proj
     if kind == "positive":
         return xp.exp(proj - half_sq + shift) / math.sqrt(m)
     # hyperbolic: exp(-|x|²/2)/sqrt(2m)·[exp(Wx), exp(-Wx)]

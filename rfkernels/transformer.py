@@ -29,9 +29,9 @@ import warnings
 import numpy as np
 
 from .features import estimate, feature_map, oprf_auto_a
-from .projections import draw_projections
-from .estimators import estimator
-from .validation import KINDS, check_choice, check_finite, check_int
+from .projections import draw_phases, draw_projections
+from .estimators import estimator, registry
+from .validation import KINDS, check_choice, check_finite, check_int, check_seed
 
 __all__ = ["NotFittedError", "RandomFeatures"]
 
@@ -100,8 +100,10 @@ class RandomFeatures:
 
     Parameters
     ----------
-    kind : {"positive", "trig", "hyperbolic", "oprf"}, default "positive"
-        The feature map (:data:`rfkernels.KINDS`).
+    kind : {"positive", "trig", "hyperbolic", "oprf", "offset"}, default "positive"
+        The feature map (:data:`rfkernels.KINDS`); ``"offset"`` draws its
+        phases ``random_offset_`` after the projections, from the same
+        generator.
     n_components : int, default 256
         Output dimension r, as in ``RBFSampler``: r projections for
         ``"positive"`` and ``"oprf"``, r/2 for ``"trig"`` and
@@ -127,6 +129,9 @@ class RandomFeatures:
         The projections drawn by :meth:`fit`.
     A_ : float or None
         The OPRF parameter in use (None for the other kinds).
+    random_offset_ : ndarray of shape (m,) or None
+        The phases :math:`b_i \sim U[0, 2\pi)` of ``kind="offset"``
+        (:func:`rfkernels.draw_phases`); None for the other kinds.
     n_features_in_ : int
         Number of features seen during :meth:`fit`.
     feature_names_in_ : ndarray of shape (d,)
@@ -223,8 +228,11 @@ class RandomFeatures:
             a = oprf_auto_a(x) if isinstance(self.A, str) and self.A == "auto" else self.A
             feature_map(x[:1], np.zeros((1, x.shape[1])), "oprf", A=a)  # validates A
             a = float(a)
-        w = draw_projections(m, x.shape[1], ensemble=self.ensemble, norms=self.norms, seed=seed)
+        rng = check_seed(seed)  # the projections, then (offset) their phases
+        w = draw_projections(m, x.shape[1], ensemble=self.ensemble, norms=self.norms, seed=rng)
         self.projections_ = w
+        self.random_offset_ = (draw_phases(m, seed=rng)
+                               if registry.entry("kind", kind).random_phase else None)
         self.A_ = a
         self.n_features_in_ = x.shape[1]
         if names is not None:
@@ -278,7 +286,8 @@ class RandomFeatures:
         :meth:`kernel` or :func:`rfkernels.log_estimate` for the estimate).
         """
         x = self._checked_input(X)
-        return feature_map(x, self.projections_, self.kind, A=self.A_)
+        return feature_map(x, self.projections_, self.kind, A=self.A_,
+                           phase=getattr(self, "random_offset_", None))
 
     def fit_transform(self, X, y=None):
         """``fit(X).transform(X)``."""
@@ -291,7 +300,8 @@ class RandomFeatures:
         """
         x = self._checked_input(X)
         y = x if Y is None else self._checked_input(Y, "Y")
-        return estimate(x, y, self.projections_, self.kind, A=self.A_)
+        return estimate(x, y, self.projections_, self.kind, A=self.A_,
+                        phase=getattr(self, "random_offset_", None))
 
     def get_feature_names_out(self, input_features=None):
         """Output feature names ``randomfeatures0 .. randomfeatures{r-1}`` (as RBFSampler's)."""
