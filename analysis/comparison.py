@@ -31,14 +31,22 @@ from rfkernels.validation import (
 )
 
 from .points import (
+    DEFAULT_KERNEL,
     canonical_point,
     check_norm_axes,
     point_geometry,
+    output_dimension,
+    point_kernel,
     point_seed,
     point_vectors,
 )
 
-#: Columns :func:`evaluate_point` adds to the point's own variables, in order.
+#: The column :func:`evaluate_point` derives from the point's estimator (its
+#: kind and m): the feature map's outputs, scikit-learn's ``n_components``.
+ESTIMATOR_COLUMNS = ("output_dimension",)
+
+#: Columns :func:`evaluate_point` adds to the point's own variables and
+#: :data:`ESTIMATOR_COLUMNS`, in order.
 RESULT_COLUMNS = (
     "trials",
     "mse_mc",
@@ -64,12 +72,17 @@ RESULT_COLUMNS = (
 Z_THRESHOLD = 4.0
 
 
-def theory_columns(geom, m, kind, ensemble=None, norms=None):
+def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_KERNEL,
+                   gamma=None):
     """mse_exact, mse_lemma2, theorem2_bound and a note, for arrays of points.
 
-    ``kind`` is a kind's name (with ``ensemble`` and ``norms``) or an
-    :class:`rfkernels.estimators.Estimator` (validated; its capabilities
-    decide which statements exist).
+    ``kind`` is a kind's name (with ``ensemble``, ``norms``, ``kernel`` and
+    ``gamma``) or an :class:`rfkernels.estimators.Estimator` (validated; its
+    capabilities decide which statements exist). ``geom`` is the geometry of
+    the pairs as given: for the Gaussian kernel the exact MSE and Lemma 2
+    are those of its estimate (:func:`rfkernels.theory.exact_log_mse` and
+    :func:`rfkernels.theory.lemma2_of` rescale), and there is no Theorem 2
+    bound (:func:`theorem2_reason`).
 
     Returns a dict of arrays. NaN marks "no such statement" (Lemma 2 and
     Theorem 2 are chi-norm results about the paper's kinds, Theorem 2 needs
@@ -79,7 +92,8 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None):
     beyond float64, which ``note`` then reports with its natural log — a
     table never holds a silent inf.
     """
-    est = kind if isinstance(kind, Estimator) else estimator(kind, ensemble=ensemble, norms=norms)
+    est = kind if isinstance(kind, Estimator) else estimator(
+        kind, ensemble=ensemble, norms=norms, kernel=kernel, gamma=gamma)
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
     logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
     out_of_range = np.zeros(shape, dtype=bool)
@@ -97,7 +111,7 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None):
                     out_of_range[i] = True
     if est.lemma2:
         logs["mse_lemma2"][...] = theory.lemma2_of(geom, m, est)
-        if est.theorem2:  # positive, orthogonal, chi; m <= d point by point below
+        if theorem2_reason(est) is None:  # positive, orthogonal, chi, softmax; m <= d below
             m_arr = np.broadcast_to(m, shape)
             ok = m_arr <= np.broadcast_to(geom.d, shape)
             if np.any(ok):
@@ -116,11 +130,22 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None):
     return out
 
 
+def theorem2_reason(est):
+    """Why Theorem 2 says nothing about the estimator ``est`` (m aside); None where it may.
+
+    Its capability (:attr:`rfkernels.estimators.Estimator.theorem2`), which
+    holds for the softmax kernel only: the bound is a statement about the
+    estimate of exp(x.y), not of the Gaussian kernel.
+    """
+    return est.theorem2.reason
+
+
 #: Natural log of the largest float64.
 _LOG_MAX = float(np.log(np.finfo(np.float64).max))
 
 
-#: Keys every point of :func:`evaluate_point` needs, besides its norms.
+#: Keys every point of :func:`evaluate_point` needs, besides its norms (and, with
+#: ``kernel="gaussian"``, ``gamma``; a point without ``kernel`` is a softmax point).
 POINT_KEYS = ("kind", "ensemble", "norms", "d", "m", "angle")
 
 
@@ -150,7 +175,10 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     ----------
     point : dict
         ``kind``, ``ensemble``, ``norms``, ``d``, ``m``, ``angle`` and
-        ``norm_x``/``norm_y`` or ``norm_sum`` (:func:`check_point_keys`).
+        ``norm_x``/``norm_y`` or ``norm_sum`` (:func:`check_point_keys`);
+        optionally ``kernel`` (default ``"softmax"``) and, for
+        ``"gaussian"``, ``gamma`` (``K = exp(-gamma |x - y|^2)``; the geometry
+        is that of the pair as given).
     trials, seed, backend, method, chunk
         Passed to :func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`;
         ``seed`` may be a :class:`numpy.random.SeedSequence`.
@@ -166,7 +194,8 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     Returns
     -------
     dict
-        ``point`` followed by :data:`RESULT_COLUMNS`. ``z`` is
+        ``point`` followed by :data:`ESTIMATOR_COLUMNS` and :data:`RESULT_COLUMNS`
+        (the MSEs are those of the estimate of the point's kernel). ``z`` is
         (mse_mc - mse_exact) / stderr; ``tail_ok`` says whether the Monte Carlo
         standard error can be trusted (see the tail diagnostic).
     """
@@ -175,9 +204,12 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     check_choice(proposal, "proposal", engine.PROPOSALS)
     start = time.perf_counter()
     geom = point_geometry(point)
-    est = estimator(point["kind"], ensemble=point["ensemble"], norms=point["norms"])  # once per row
+    kernel, gamma = point_kernel(point)
+    est = estimator(point["kind"], ensemble=point["ensemble"], norms=point["norms"],  # once per row
+                    kernel=kernel, gamma=gamma)
     th = theory_columns(geom, point["m"], est)
     row = dict(point)
+    row["output_dimension"] = output_dimension(point["kind"], point["m"])
     nan = float("nan")
     row.update({k: nan for k in RESULT_COLUMNS})
     row.update({k: float(v) for k, v in th.items() if k != "note"})
@@ -335,7 +367,7 @@ def _geometry_point(g, i):
 
 def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=(8,), *,
             norms="chi", trials=100_000, seed=0, backend="numpy", method="reduced",
-            proposal="auto"):
+            proposal="auto", kernel=DEFAULT_KERNEL, gamma=None):
     """Theory against Monte Carlo over geometries × kinds × ensembles × m.
 
     Parameters
@@ -360,13 +392,18 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
         The Monte Carlo proposal of every row (:func:`evaluate_point`: trig
         rows run plain); ``'tilted'`` with ``method='literal'`` or with trig
         as the only kind is refused before any work.
+    kernel, gamma
+        The target kernel of every row: ``"softmax"`` (exp(x.y), no gamma)
+        or ``"gaussian"`` with ``gamma`` > 0 (``exp(-gamma |x - y|^2)``, of the
+        geometries as given).
 
     Raises
     ------
     ValueError, TypeError
         Before any work: a geometry with a missing or unknown key, an
         over-specified one, or a bad value (named as ``geometries[i]['key']``);
-        bad kinds, ensembles, m, norms, trials, seed, backend, method or proposal.
+        bad kinds, ensembles, m, norms, trials, seed, backend, method, proposal, kernel
+        or gamma.
 
     Returns
     -------
@@ -384,6 +421,9 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
     check_choice(proposal, "proposal", engine.PROPOSALS)
+    # kernel and gamma checked; the rows of the default kernel have neither key (as before)
+    target = estimator(kinds[0], kernel=kernel, gamma=gamma).describe()
+    target = {} if kernel == DEFAULT_KERNEL else {"kernel": kernel, "gamma": target.get("gamma")}
     if proposal == "tilted" and (method != "reduced" or not any(estimator(k).tilted for k in kinds)):
         raise ValueError("proposal='tilted' needs method='reduced' and a kind other than trig "
                          "(trig estimates are bounded: nothing to tilt); use 'auto' or 'plain'")
@@ -396,7 +436,8 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
         base = _geometry_point(g, i)
         point_geometry(base)
         for kind, ensemble, mm in itertools.product(kinds, ensembles, ms):
-            points.append({"kind": kind, "ensemble": ensemble, "norms": norms, "d": base["d"],
+            points.append({"kind": kind, "ensemble": ensemble, "norms": norms, **target,
+                           "d": base["d"],
                            "m": mm, "angle": base["angle"], "norm_x": base["norm_x"],
                            "norm_y": base["norm_y"], "norm_sum": base["norm_sum"]})
     rows = []

@@ -1,10 +1,12 @@
 """Grid points: their canonical form, identity, random stream and geometry.
 
 A *point* is a dict of the grid variables (:data:`GRID_AXES`): estimator
-``kind``, ``ensemble``, ``norms``, ``backend``, ``d``, ``m``, ``angle`` and
-``norm_x``/``norm_y`` or ``norm_sum`` (= |x + y| with |x| = |y|). Comparisons,
-sweeps and figures all derive a point's random stream here, from what the
-point *is*, so one geometry gets one stream wherever it is evaluated.
+``kind``, ``ensemble``, ``norms``, target ``kernel`` (``"softmax"`` or
+``"gaussian"``) and its ``gamma`` (None but for the Gaussian kernel),
+``backend``, ``d``, ``m``, ``angle`` and ``norm_x``/``norm_y`` or
+``norm_sum`` (= |x + y| with |x| = |y|). Comparisons, sweeps and figures all
+derive a point's random stream here, from what the point *is*, so one
+geometry gets one stream wherever it is evaluated.
 """
 
 from __future__ import annotations
@@ -19,21 +21,28 @@ from rfkernels import theory
 from rfkernels.validation import check_int
 
 #: Grid axes, in the order they appear in tables.
-GRID_AXES = ("kind", "ensemble", "norms", "backend", "d", "m", "angle", "norm_x", "norm_y", "norm_sum")
+GRID_AXES = ("kind", "ensemble", "norms", "kernel", "gamma", "backend", "d", "m", "angle",
+             "norm_x", "norm_y", "norm_sum")
+#: The target-kernel axes, and the kernel a point without them has.
+KERNEL_AXES = ("kernel", "gamma")
+DEFAULT_KERNEL = "softmax"
 _INT_AXES = ("d", "m")
-_FLOAT_AXES = ("angle", "norm_x", "norm_y", "norm_sum")
+_FLOAT_AXES = ("angle", "norm_x", "norm_y", "norm_sum", "gamma")
 
 
 def canonical_point(point):
-    """The point with ints for d and m, floats for angle and norms, and no backend.
+    """The point with ints for d and m, floats for angle, norms and gamma, and no backend.
 
     ``1`` and ``1.0`` are the same norm, and the backend does not change what
     is sampled (rows that differ only in backend agree), so neither may
-    change the point's identity. Keys outside :data:`GRID_AXES` are kept.
+    change the point's identity. The target-kernel axes are left out where
+    they hold their defaults (``kernel`` None or ``"softmax"``, ``gamma``
+    None): a softmax point has the identity, and so the random stream, it
+    had before the kernel axes existed. Keys outside :data:`GRID_AXES` are kept.
     """
     out = {}
     for key, value in point.items():
-        if key == "backend":
+        if key == "backend" or (key in KERNEL_AXES and value in (None, DEFAULT_KERNEL)):
             continue
         if value is not None and key in _INT_AXES:
             value = check_int(value, key)
@@ -70,6 +79,18 @@ def point_id(point):
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
+def axis_text(axis, value):
+    """The JSON text of one axis value in a point's canonical form (its identity).
+
+    ``""`` where :func:`canonical_point` leaves the axis out (a target-kernel
+    axis at its default).
+    """
+    if axis == "backend":
+        return json.dumps(value)
+    canon = canonical_point({axis: value})
+    return json.dumps(canon[axis]) if axis in canon else ""
+
+
 def point_ids(axis_values, axis_index):
     """:func:`point_id` of many points at once, without a dict per point.
 
@@ -82,23 +103,22 @@ def point_ids(axis_values, axis_index):
     assembled from those pieces.
     """
     keys = sorted(a for a in GRID_AXES if a != "backend")
-    slots = ["backend", *keys]
-    template = ('{"backend": %s, "point": {' + ", ".join(f"{json.dumps(k)}: %s" for k in keys)
-                + "}}")
+    assert keys[0] not in KERNEL_AXES  # the first key is always there: no separator before it
     texts, columns = [], []
-    for axis, part in zip(slots, template.split("%s")[1:]):
-        values = axis_values[axis]
+    for n, axis in enumerate(["backend", *keys]):
+        found = [axis_text(axis, v) for v in axis_values[axis]]
         if axis == "backend":
-            pieces = [json.dumps(v) for v in values]
-        else:
-            pieces = [json.dumps(canonical_point({axis: v})[axis]) for v in values]
+            pieces = ['{"backend": ' + t + ', "point": {' for t in found]
+        else:  # "key": value, or nothing where the canonical point leaves the key out
+            sep = "" if n == 1 else ", "
+            pieces = [f"{sep}{json.dumps(axis)}: {t}" if t else "" for t in found]
         idx = np.asarray(axis_index[axis])
         if idx.size and idx.min() == idx.max():  # the same value for every point: into the template
-            texts.append(pieces[int(idx[0])].replace("%", "%%") + part)
+            texts.append(pieces[int(idx[0])].replace("%", "%%"))
         else:
-            texts.append("%s" + part)
+            texts.append("%s")
             columns.append(np.asarray(pieces, dtype=object)[idx].tolist())
-    template = template.split("%s")[0] + "".join(texts)
+    template = "".join(texts) + "}}"
     sha256 = hashlib.sha256
     if not columns:
         n = len(np.asarray(axis_index["kind"]))
@@ -152,3 +172,15 @@ def point_geometry(point):
 def point_vectors(point):
     """x, y (shape (d,)) realising a point's geometry."""
     return theory.pair(point["d"], *point_norms(point), point["angle"])
+
+
+def output_dimension(kind, m):
+    """Outputs of the feature map of ``kind`` at ``m`` projections (m; 2m for trig, hyperbolic)."""
+    from rfkernels.estimators import registry
+
+    return registry.entry("kind", kind).features_per_projection * int(m)
+
+
+def point_kernel(point):
+    """``(kernel, gamma)`` of a point: its target kernel (softmax where absent) and gamma."""
+    return point.get("kernel") or DEFAULT_KERNEL, point.get("gamma")

@@ -6,7 +6,7 @@ import math
 import sys
 
 from .cli import command
-from ._options import angle_in_range, choice, int_value, norm_value, seed_value
+from ._options import angle_in_range, choice, float_value, int_value, norm_value, seed_value
 from ._output import dumps
 
 _LOG_MAX = math.log(sys.float_info.max)
@@ -17,13 +17,18 @@ def _add_mse(p):
     from ..engine import PROPOSALS
 
     kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    kernels = choice("kernel")
     p.epilog = ("Counts (--d, --m, --trials, --seed, --chunk) may be written 1e6; angles\n"
                 "pi, pi/2, 3pi/4 or 2*pi/3 as well as 1.5.\n"
+                "--kernel gaussian --gamma G estimates K(x, y) = exp(-gamma |x - y|^2)\n"
+                "(scikit-learn's RBF convention) with the same features at sqrt(2 gamma) x,\n"
+                "sqrt(2 gamma) y; Theorem 2 is about the softmax kernel only.\n"
                 "In --json a value the run does not have is null, with its reason in\n"
                 "\"null_reasons\".")
     p.add_argument("--d", type=int_value, default=16, help="dimension")
     p.add_argument("--m", type=int_value, default=8,
-                   help="number of projections (features: m positive, 2m trig/hyperbolic)")
+                   help="number of projections (output dimension: m for positive, oprf and "
+                        "offset, 2m for trig and hyperbolic)")
     p.add_argument("--norm-x", type=norm_value, default=1.0, help="|x|")
     p.add_argument("--norm-y", type=norm_value, default=1.0, help="|y|")
     p.add_argument("--angle", type=angle_in_range, default=1.0,
@@ -35,6 +40,12 @@ def _add_mse(p):
                         "(sorf and orthogonal-unfixed-qr: --method literal)")
     p.add_argument("--norms", type=norms, default="chi",
                    help=f"row norms: {', '.join(norms.choices)} (chi: unbiased; fixed: sqrt(d))")
+    p.add_argument("--kernel", type=kernels, default="softmax",
+                   help=f"target kernel, one of {', '.join(kernels.choices)}: softmax SM(x, y) = "
+                        "exp(x.y), or gaussian K(x, y) = exp(-gamma |x - y|^2) (needs --gamma)")
+    p.add_argument("--gamma", type=float_value, default=None,
+                   help="the Gaussian kernel's gamma, a finite number > 0 (with --kernel gaussian "
+                        "only)")
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="seed (recorded; same seed, same numbers on every backend)")
@@ -62,9 +73,10 @@ def theorem2_reason(kind, ensemble, norms, m, d):
     The estimator's capability (:attr:`rfkernels.estimators.Estimator.theorem2`),
     the one statement of the rule.
     """
+    from ..analysis.comparison import theorem2_reason as reason
     from ..estimators import estimator
 
-    return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).theorem2.reason
+    return reason(estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d))
 
 
 def null_reason(key, value, out, est=None):
@@ -79,10 +91,14 @@ def null_reason(key, value, out, est=None):
         from ..estimators import estimator
 
         est = estimator(out.get("kind"), ensemble=out.get("ensemble"), norms=out.get("norms"),
-                        m=out.get("m"), d=out.get("d"))
+                        m=out.get("m"), d=out.get("d"), kernel=out.get("kernel", "softmax"),
+                        gamma=out.get("gamma"))
+    from ..analysis.comparison import theorem2_reason
+
     reasons = {
         "mse_lemma2": est.lemma2.reason or "beyond float64",
-        "mse_theorem2": est.theorem2.reason or "beyond float64",
+        "mse_theorem2": theorem2_reason(est) or "beyond float64",
+        "gamma": f"the {est.kernel.name} kernel has no gamma (the Gaussian kernel's parameter)",
         "mse_exact": est.exact_mse.reason,
         "bias_z": "bias_stderr is 0",
         "k_hat": out.get("tail_note"),
@@ -107,10 +123,12 @@ def theory_values(geom, est):
     def linear(log_value):  # None where the value is beyond float64 (its JSON reason says so)
         return math.exp(log_value) if log_value <= _LOG_MAX else None
 
+    from ..analysis.comparison import theorem2_reason
+
     lemma2 = theorem2 = None
     if est.lemma2:
         lemma2 = linear(float(theory.lemma2_of(geom, est.m, est)))
-    if est.theorem2:
+    if theorem2_reason(est) is None:
         theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, est.m, log=True)))
     return lemma2, theorem2
 
@@ -122,7 +140,8 @@ def _run_mse(args):
 
     from ..estimators import estimator
 
-    est = estimator(args.kind, ensemble=args.ensemble, norms=args.norms, m=args.m, d=args.d)
+    est = estimator(args.kind, ensemble=args.ensemble, norms=args.norms, m=args.m, d=args.d,
+                    kernel=args.kernel, gamma=args.gamma)  # gamma checked here, once
     x, y = theory.pair(args.d, args.norm_x, args.norm_y, args.angle)
     geom = theory.geometry(x, y)
     lemma2, theorem2 = theory_values(geom, est)
@@ -169,11 +188,13 @@ def _run_mse(args):
         return f"{v:10.4e}" if v is not None else f"{'n/a':>9}    ({null_reason(key, v, out, est)})"
 
     r = res
-    feats = est.feature_dimension
-    print(f"MSE of the {r.kind} estimator of SM = exp(x.y): {r.ensemble} projections, {r.norms} norms")
-    print(f"d = {r.d}, m = {r.m} projections ({feats} features), |x| = {args.norm_x:g}, "
-          f"|y| = {args.norm_y:g}, angle = {args.angle:g} rad: |x+y|^2 = {float(geom.s):.4g}, "
-          f"|x-y|^2 = {float(geom.t):.4g}, SM = {r.sm:.6g}")
+    target, k = "SM = exp(x.y)", "SM"
+    if r.kernel != "softmax":
+        target, k = f"K = exp(-gamma |x - y|^2), gamma = {r.gamma:g}", "K"
+    print(f"MSE of the {r.kind} estimator of {target}: {r.ensemble} projections, {r.norms} norms")
+    print(f"d = {r.d}, m = {r.m} projections (output dimension {r.output_dimension}), "
+          f"|x| = {args.norm_x:g}, |y| = {args.norm_y:g}, angle = {args.angle:g} rad: "
+          f"|x+y|^2 = {float(geom.s):.4g}, |x-y|^2 = {float(geom.t):.4g}, {k} = {r.sm:.6g}")
     print(f"{r.trials} trials, {r.method} method, {r.backend} backend, seed {args.seed} "
           f"(entropy {r.seed_entropy}, spawn key {tuple(r.seed_spawn_key)}), {r.elapsed_s:.2f} s")
     print()

@@ -5,14 +5,20 @@ from __future__ import annotations
 import time
 
 from .cli import command
-from ._options import (LIST_NOTE, MAX_WORKERS, add_list, angle_in_range, choice, int_range, int_value,
-                       name_value, norm_value, seed_value)
+from ._options import (LIST_NOTE, MAX_WORKERS, add_list, angle_in_range, choice, float_value,
+                       int_range, int_value, name_value, norm_value, seed_value)
 from ._output import dumps
 
 #: Grid axes settable on the command line (list options; their element parsers are
 #: in :func:`_add`, the names' choices the registry's when the parser is built).
-GRID_OPTIONS = ("kind", "ensemble", "norms", "backends", "d", "m", "angle",
+GRID_OPTIONS = ("kind", "ensemble", "norms", "kernel", "gamma", "backends", "d", "m", "angle",
                 "norm_x", "norm_y", "norm_sum")
+
+#: How the target-kernel axes go together, for --help.
+KERNEL_NOTE = ("--kernel gaussian estimates K(x, y) = exp(-gamma |x - y|^2) (scikit-learn's RBF\n"
+               "convention) at each --gamma; gamma is required with gaussian and refused\n"
+               "without it, and a grid of both kernels takes one gamma (softmax rows have\n"
+               "gamma empty). The table's output_dimension is the feature map's outputs.")
 
 
 
@@ -21,7 +27,7 @@ def _add(p):
     from ..engine import PROPOSALS
 
     p.epilog = LIST_NOTE + ("\n\nOptions override the TOML file's keys; a default shown applies when "
-                           "neither sets it.")
+                           "neither sets it.\n\n" + KERNEL_NOTE)
     p.add_argument("grid", nargs="?", type=name_value("TOML file name"),
                    help="TOML file with [grid] and [run] tables (options below override its keys)")
     p.add_argument("--out", required=True, type=name_value("folder name"),
@@ -41,6 +47,13 @@ def _add(p):
              help=f"{', '.join(ensembles.choices)} (default: iid; orthogonal-unfixed-qr and sorf "
                   "need --method literal)")
     add_list(g, "--norms", convert=norms, help=f"{', '.join(norms.choices)} (default: chi)")
+    kernels = choice("kernel")
+    add_list(g, "--kernel", convert=kernels,
+             help=f"target kernels among {', '.join(kernels.choices)}: softmax exp(x.y) or "
+                  "gaussian exp(-gamma |x - y|^2) (default: softmax)")
+    add_list(g, "--gamma", convert=float_value,
+             help="the Gaussian kernel's gamma values, finite numbers > 0 (with --kernel "
+                  "gaussian only)")
     add_list(g, "--backends", convert=backends,
              help=f"backends as a grid axis, among {', '.join(backends.choices)} "
                   "(default: --backend)")
@@ -68,7 +81,8 @@ def _add(p):
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
-@command("sweep", "run a resumable sweep over m, d, angles, norms, kinds and ensembles")(_add)
+@command("sweep", "run a resumable sweep over m, d, angles, norms, kinds, ensembles and "
+                  "kernels")(_add)
 def _run(args):
     from ..analysis.sweep import SweepSpec, run_sweep
 

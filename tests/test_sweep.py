@@ -76,6 +76,7 @@ def test_issue_grid_file_parses(tmp_path):
     assert len(spec.points()) == 3 * 2 * 2 * 6 * 5
     assert spec.run["trials"] == 100000 and spec.grid["backend"] == ["numba"]
     assert spec.points()[0] == {"kind": "positive", "ensemble": "iid", "norms": "chi",
+                                "kernel": "softmax", "gamma": None,
                                 "backend": "numba", "d": 4, "m": 1, "angle": 0.0,
                                 "norm_x": 0.5, "norm_y": 0.5, "norm_sum": None}
 
@@ -619,9 +620,10 @@ def test_resume_refuses_rows_of_points_outside_the_grid(small_table, tmp_path):
     lines = path.read_text().splitlines(keepends=True)
     row = dict(zip(COLUMNS, next(csv.reader([lines[4]]))))
     row["angle"] = 0.7
-    row["point_id"] = point_id({a: row[a] for a in compare_mod.GRID_AXES if a != "norm_sum"}
+    row["point_id"] = point_id({a: row[a] for a in compare_mod.GRID_AXES
+                                if a not in ("norm_sum", "gamma")}
                                | {"d": 4, "m": int(row["m"]), "norm_x": 0.4, "norm_y": 0.5,
-                                  "norm_sum": None})
+                                  "norm_sum": None, "gamma": None})
     lines[4] = rows_mod.row_line(row)
     path.write_text("".join(lines))
     assert len(load_table(path)) == len(lines) - 1  # a valid table...

@@ -1,4 +1,4 @@
-"""Resumable sweeps over grids of m, d, angles, norms, estimators and ensembles.
+"""Resumable sweeps over grids of m, d, angles, norms, estimators, ensembles and target kernels.
 
 A sweep is a grid (the Cartesian product of its axes, in declared order)
 evaluated point by point by :func:`rfkernels.analysis.comparison.evaluate_point`,
@@ -62,6 +62,15 @@ Resuming
     corrupt, is reported with the line number and never touched. A table
     whose lines end in CRLF (as some tools rewrite them) is read as well,
     and rows appended to it end in CRLF too.
+
+Target kernels
+    The ``kernel`` axis (``"softmax"``, the default, or ``"gaussian"``) and
+    its ``gamma`` (required with gaussian, refused without it; one gamma in
+    a grid of both kernels, whose softmax rows have gamma empty) add the
+    ``kernel``, ``gamma`` and ``output_dimension`` columns. A softmax point
+    keeps its identity and a softmax grid its fingerprint, so a sweep begun
+    before the kernel axes resumes: its table (without those columns) is
+    first rewritten with them (``table.upgrade_table``, atomic).
 
 Layout
     :mod:`.spec` (the grid and its TOML file), :mod:`.grid` (the grid as

@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 
-from ..points import GRID_AXES, canonical_point, point_ids
+from ..points import GRID_AXES, axis_text, point_ids
+from .spec import takes_gamma
 
 
 def axis_values(spec):
     """Every axis of :data:`GRID_AXES` -> the values it takes (``[None]`` if unused)."""
     return {a: list(spec.grid.get(a, [None])) for a in GRID_AXES}
+
+
+def _no_gamma(spec):
+    """Positions on the kernel axis of the kernels without gamma, where the grid has gamma."""
+    if "gamma" not in spec.grid:
+        return []
+    return [i for i, k in enumerate(spec.grid["kernel"]) if not takes_gamma(k)]
+
+
+def point_axes(spec, index):
+    """``(values, index)`` of points for :func:`~rfkernels.analysis.points.point_ids`:
+    :func:`axis_values` and the grid positions ``index`` (:func:`grid_index`),
+    but with gamma None at the points of a kernel without it (as their dicts
+    have it, :meth:`~rfkernels.analysis.sweep.spec.GridPoints`)."""
+    values = axis_values(spec)
+    bare = _no_gamma(spec)
+    if not bare:
+        return values, index
+    values["gamma"] = values["gamma"] + [None]
+    index = dict(index)
+    index["gamma"] = np.where(np.isin(index["kernel"], bare), len(values["gamma"]) - 1,
+                              index["gamma"])
+    return values, index
 
 
 def grid_index(spec, start=0, stop=None):
@@ -44,12 +67,16 @@ def grid_arrays(spec, start=0, stop=None):
         dtype = object if isinstance(values[0], str) else type(values[0])
         index[a] = index_all[a]
         cols[a] = np.asarray(values, dtype=dtype)[index[a]]
+    bare = _no_gamma(spec)
+    if bare:  # the points of a kernel without gamma: None there
+        cols["gamma"] = cols["gamma"].astype(object)
+        cols["gamma"][np.isin(index["kernel"], bare)] = None
     return cols, index
 
 
 def grid_ids(spec, start=0, stop=None):
     """``point_id`` of the grid points ``start:stop``, vectorised."""
-    return point_ids(axis_values(spec), grid_index(spec, start, stop))
+    return point_ids(*point_axes(spec, grid_index(spec, start, stop)))
 
 
 class GridLocator:
@@ -64,8 +91,10 @@ class GridLocator:
         values = axis_values(spec)
         self.sizes = tuple(len(values[a]) for a in GRID_AXES)
         self.n = math.prod(self.sizes)
-        self._where = {a: {_canonical_text(a, v): i for i, v in enumerate(values[a])}
+        self._where = {a: {axis_text(a, v): i for i, v in enumerate(values[a])}
                        for a in GRID_AXES}
+        if _no_gamma(spec):  # the points of a kernel without gamma: gamma None, at the one gamma
+            self._where["gamma"][axis_text("gamma", None)] = 0
 
     def positions(self, values, index):
         """Grid positions of points (``-1`` where one is not a point of the grid).
@@ -77,7 +106,7 @@ class GridLocator:
         multi, outside = [], None
         for a in GRID_AXES:
             where = self._where[a]
-            local = np.array([where.get(_canonical_text(a, v), -1) for v in values[a]],
+            local = np.array([where.get(axis_text(a, v), -1) for v in values[a]],
                              dtype=np.int64)
             at = local[np.asarray(index[a], dtype=np.int64)]
             outside = at < 0 if outside is None else outside | (at < 0)
@@ -87,13 +116,6 @@ class GridLocator:
         pos = np.ravel_multi_index(multi, self.sizes).astype(np.int64)
         pos[outside] = -1
         return pos
-
-
-def _canonical_text(axis, value):
-    """The JSON text of one axis value in a point's canonical form (its identity)."""
-    if axis == "backend":
-        return json.dumps(value)
-    return json.dumps(canonical_point({axis: value})[axis])
 
 
 def points_to_do(spec, done=None, block=1 << 16):

@@ -8,13 +8,33 @@ import math
 
 import numpy as np
 
-from ..comparison import RESULT_COLUMNS
-from ..points import GRID_AXES
+from ..comparison import ESTIMATOR_COLUMNS, RESULT_COLUMNS
+from ..points import DEFAULT_KERNEL, GRID_AXES, KERNEL_AXES, output_dimension
 
 #: Columns of the results table.
-COLUMNS = ("point_id",) + GRID_AXES + RESULT_COLUMNS
+COLUMNS = ("point_id",) + GRID_AXES + ESTIMATOR_COLUMNS + RESULT_COLUMNS
 #: The header line of a results table.
 HEADER = ",".join(COLUMNS) + "\n"
+#: Columns of a table written before the target-kernel axes: no ``kernel``, ``gamma``
+#: or ``output_dimension`` (its rows are softmax rows; :func:`upgrade_fields`).
+LEGACY_COLUMNS = tuple(c for c in COLUMNS if c not in KERNEL_AXES + ESTIMATOR_COLUMNS)
+LEGACY_HEADER = ",".join(LEGACY_COLUMNS) + "\n"
+
+
+def upgrade_fields(fields):
+    """The fields of a row of a legacy table (:data:`LEGACY_COLUMNS`) as :data:`COLUMNS` has them.
+
+    ``kernel`` is softmax, ``gamma`` empty and ``output_dimension`` that of
+    the row's kind and m (empty where those are not valid: the row's check
+    names them).
+    """
+    row = dict(zip(LEGACY_COLUMNS, fields))
+    row["kernel"], row["gamma"] = DEFAULT_KERNEL, ""
+    try:
+        row["output_dimension"] = str(output_dimension(row["kind"], row["m"]))
+    except (ValueError, TypeError, KeyError):
+        row["output_dimension"] = ""
+    return [row[c] for c in COLUMNS]
 
 
 def format_value(v):
@@ -29,8 +49,17 @@ def format_value(v):
 
 
 def row_line(row):
-    """The line of the table (newline included) holding ``row``, a dict of :data:`COLUMNS`."""
+    """The line of the table (newline included) holding ``row``, a dict of :data:`COLUMNS`.
+
+    A row without ``output_dimension`` gets its kind's at its m, one
+    without ``kernel`` the softmax kernel.
+    """
     buf = io.StringIO()
+    row = dict(row)
+    if row.get("output_dimension") is None:
+        row["output_dimension"] = output_dimension(row["kind"], row["m"])
+    if row.get("kernel") is None:
+        row["kernel"] = DEFAULT_KERNEL
     fields = [format_value(row.get(c)) for c in COLUMNS]
     fields[COLUMNS.index("note")] = one_line(fields[COLUMNS.index("note")])
     csv.writer(buf, lineterminator="\n").writerow(fields)

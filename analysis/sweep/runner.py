@@ -27,7 +27,7 @@ from .grid import points_to_do
 from .order import rewrite_in_grid_order
 from .rows import COLUMNS, HEADER, row_line
 from .spec import SweepError, SweepSpec
-from .table import ResultsTable
+from .table import ResultsTable, upgrade_table
 from .theory_only import theory_blocks
 
 RESULTS_NAME = "results.csv"
@@ -285,6 +285,13 @@ def _prepare_out(out_dir, spec, resume):
     if table.torn:  # drop the torn line of a killed run
         with folder_io(out_dir):
             os.truncate(results, table.good_bytes)
+    if table.legacy:  # a table begun before the kernel axes: the current columns, then go on
+        with folder_io(out_dir):
+            upgrade_table(results, table.newline)
+            meta["columns"] = list(COLUMNS)
+            atomic_write(sidecar, _json(meta))
+        with folder_io(out_dir, "read"):
+            table = ResultsTable(results, spec, keep=None)
     return table
 
 

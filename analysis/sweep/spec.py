@@ -14,8 +14,9 @@ import numpy as np
 from rfkernels import engine, theory
 from rfkernels.backends import BACKENDS
 from rfkernels.estimators import estimator, registry
+from rfkernels.estimators.kernels import check_gamma
 
-from ..points import GRID_AXES, check_norm_axes
+from ..points import DEFAULT_KERNEL, GRID_AXES, check_norm_axes
 
 #: Keys of the ``[run]`` table and their defaults.
 RUN_DEFAULTS = {
@@ -27,10 +28,11 @@ RUN_DEFAULTS = {
     "theory_only": False,
     "proposal": "auto",
 }
-_AXIS_DEFAULTS = {"kind": ["positive"], "ensemble": ["iid"], "norms": ["chi"]}
+_AXIS_DEFAULTS = {"kind": ["positive"], "ensemble": ["iid"], "norms": ["chi"],
+                  "kernel": [DEFAULT_KERNEL]}
 _REQUIRED = ("d", "m", "angle")
 #: Text axes (their values are names: the registry's, or the backends).
-CHOICE_AXES = ("kind", "ensemble", "norms", "backend")
+CHOICE_AXES = ("kind", "ensemble", "norms", "kernel", "backend")
 
 
 #: What each table of a grid file holds, for the errors that name it.
@@ -147,9 +149,16 @@ class SweepSpec:
         return GridPoints(self.grid)
 
     def fingerprint(self):
-        """Hash of everything that determines the table's numbers."""
+        """Hash of everything that determines the table's numbers.
+
+        The ``kernel`` axis is left out where it is the default
+        ``["softmax"]`` (and ``gamma`` is absent there): a grid of the
+        softmax kernel keeps the fingerprint it had before the kernel axes
+        existed, so ``--resume`` continues a sweep begun then.
+        """
         relevant = {k: v for k, v in self.run.items()}
-        canon = json.dumps({"grid": self.grid, "run": relevant}, sort_keys=True)
+        grid = {k: v for k, v in self.grid.items() if not (k == "kernel" and v == [DEFAULT_KERNEL])}
+        canon = json.dumps({"grid": grid, "run": relevant}, sort_keys=True)
         return hashlib.sha256(canon.encode()).hexdigest()[:20]
 
     def to_dict(self):
@@ -170,6 +179,8 @@ class GridPoints(Sequence):
     def _point(self, combo):
         p = dict.fromkeys(GRID_AXES)
         p.update(zip(self._axes, combo))
+        if p["gamma"] is not None and not takes_gamma(p["kernel"]):
+            p["gamma"] = None  # a softmax point of a grid that mixes kernels has no gamma
         return p
 
     def __iter__(self):
@@ -190,8 +201,38 @@ class GridPoints(Sequence):
         return self._point(reversed(combo))
 
 
+def takes_gamma(kernel):
+    """Whether the target kernel ``kernel`` (a registered name) has the parameter gamma."""
+    return "gamma" in registry.entry("kernel", kernel).param_names
+
+
+def _check_gamma_axis(g):
+    """The gamma axis goes with the kernels that take it: required by them, refused without them.
+
+    A grid that mixes the softmax kernel (no gamma) with the Gaussian one
+    takes one gamma: its softmax points have gamma null, so several gammas
+    would repeat each of them.
+    """
+    with_gamma = [k for k in g["kernel"] if takes_gamma(k)]
+    without = [k for k in g["kernel"] if not takes_gamma(k)]
+    if "gamma" not in g:
+        if with_gamma:
+            raise SweepError(f"grid.gamma: missing; kernel {with_gamma[0]!r} needs gamma > 0 "
+                             "(K(x, y) = exp(-gamma |x - y|^2)), e.g. gamma = [0.5] (--gamma 0.5)")
+        return
+    if not with_gamma:
+        raise SweepError("grid.gamma: only the Gaussian kernel has gamma; add 'gaussian' to "
+                         f"grid.kernel (now {g['kernel']}) or leave gamma out")
+    if without and len(g["gamma"]) > 1:
+        raise SweepError(f"grid.gamma: a grid with kernel {without[0]!r} and "
+                         f"{with_gamma[0]!r} takes one gamma (the {without[0]} points have none, "
+                         f"so each would repeat); got {g['gamma']}: sweep several gammas in a "
+                         f"grid of kernel = [{with_gamma[0]!r}]")
+
+
 def _check_combinations(g, run):
     """Rules that tie axes and run keys together (checked once the grid is complete)."""
+    _check_gamma_axis(g)
     if 1 in g["d"] and any(a not in (0.0, math.pi) for a in g["angle"]):
         raise SweepError("grid.angle: with d = 1 the angle must be 0 or pi")
     if "norm_sum" in g and math.pi in g["angle"]:
@@ -267,6 +308,11 @@ def check_axis_value(axis, v):
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise SweepError(f"grid.{axis}: values must be numbers; got {v!r}")
+    if axis == "gamma":  # the one check of gamma, the core's
+        try:
+            return check_gamma(v)
+        except (TypeError, ValueError) as exc:
+            raise SweepError(f"grid.gamma: {exc}") from None
     if not math.isfinite(float(v)):
         raise SweepError(f"grid.{axis}: values must be finite; got {v!r}")
     if axis in ("d", "m"):

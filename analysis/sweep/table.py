@@ -7,20 +7,22 @@ import math
 
 import numpy as np
 
-from ..points import GRID_AXES, point_ids
+from ..points import GRID_AXES, output_dimension, point_ids
 from .grid import GridLocator
-from .rows import COLUMNS, HEADER
-from .spec import CHOICE_AXES, SweepError, axis_choices
+from .rows import COLUMNS, HEADER, LEGACY_COLUMNS, LEGACY_HEADER, upgrade_fields
+from .spec import CHOICE_AXES, SweepError, axis_choices, takes_gamma
 
 #: Text columns with a fixed set of values ('' where Monte Carlo did not run).
 _WORDS = {"proposal": ("", "plain", "tilted")}
 #: Float columns that may be empty (not applicable, or beyond float64 with a note).
-_OPTIONAL_FLOATS = ("norm_x", "norm_y", "norm_sum", "mse_mc", "stderr", "ci_low", "ci_high", "bias",
-                    "bias_stderr", "mse_exact", "mse_lemma2", "theorem2_bound", "z", "k_hat",
-                    "max_share", "ess")
+_OPTIONAL_FLOATS = ("norm_x", "norm_y", "norm_sum", "gamma", "mse_mc", "stderr", "ci_low",
+                    "ci_high", "bias", "bias_stderr", "mse_exact", "mse_lemma2", "theorem2_bound",
+                    "z", "k_hat", "max_share", "ess")
 _HEX = frozenset("0123456789abcdef")
 #: The header line of a table -> its line end (LF as written, or CRLF as some tools rewrite it).
 _HEADERS = {HEADER: "\n", HEADER[:-1] + "\r\n": "\r\n"}
+#: The same for a table written before the target-kernel axes (:data:`LEGACY_COLUMNS`).
+_LEGACY_HEADERS = {LEGACY_HEADER: "\n", LEGACY_HEADER[:-1] + "\r\n": "\r\n"}
 
 
 def _first(flags):
@@ -37,7 +39,7 @@ def _check_column(column, texts):
             return list(texts), None
         i = _first(t not in allowed for t in texts)
         return None, (i, f"{column} = {texts[i]!r} is not one of {', '.join(allowed)}")
-    if column in ("d", "m", "trials"):
+    if column in ("d", "m", "trials", "output_dimension"):
         lowest = 0 if column == "trials" else 1
         bad = [not (t.isascii() and t.isdigit() and len(t) <= 19) or int(t) < lowest for t in texts]
         i = _first(bad)
@@ -78,11 +80,13 @@ def _check_column(column, texts):
             except ValueError:
                 return None, (i, f"{column} = {texts[i]!r} is not a number")
     bad = ~np.isfinite(numbers)
-    if column == "seconds":
-        bad |= numbers < 0
+    if column in ("seconds", "gamma"):
+        bad |= numbers < 0 if column == "seconds" else numbers <= 0
     if bad.any():
         i = where[int(np.argmax(bad))]
-        what = "is negative" if np.isfinite(numbers[np.argmax(bad)]) else "is not finite"
+        what = "is not finite"
+        if np.isfinite(numbers[np.argmax(bad)]):
+            what = "is negative" if column == "seconds" else "is not > 0"
         return None, (i, f"{column} = {texts[i]!r} {what}")
     values = [None] * len(texts)
     for i, v in zip(where, numbers.tolist()):
@@ -95,6 +99,11 @@ class ResultsTable:
 
     ``keep``: "raw" (dicts of strings), "typed" (dicts of values) or None
     (nothing per row: what a resume needs, below).
+
+    A table written before the target-kernel axes (:data:`LEGACY_COLUMNS`:
+    no kernel, gamma or output_dimension) is read as well, its rows as
+    :data:`COLUMNS` has them (:func:`upgrade_fields`: softmax rows);
+    ``legacy`` says so.
 
     With ``spec`` every row must be a point of its grid, and the table
     records which points it holds as one flag per grid point (``done``),
@@ -119,11 +128,13 @@ class ResultsTable:
             header = next(lines, None)
             if header is None:
                 self._no_header()
-            if header not in _HEADERS:
+            #: Whether the table has the columns of a table written before the kernel axes.
+            self.legacy = header in _LEGACY_HEADERS
+            if header not in _HEADERS and not self.legacy:
                 raise SweepError(f"{path} does not have the columns of a results table; "
                                  "refusing to touch it")
             #: The file's line end (its header's): rows appended to it end the same way.
-            self.newline = _HEADERS[header]
+            self.newline = (_LEGACY_HEADERS if self.legacy else _HEADERS)[header]
             self.header_bytes = self.good_bytes
             self._starts.clear()
             self._read_rows(csv.reader(lines))
@@ -189,16 +200,21 @@ class ResultsTable:
         if not block:
             return
         problems = []
-        k = _first(len(f) != len(COLUMNS) for f in block)
+        expected = len(LEGACY_COLUMNS if self.legacy else COLUMNS)
+        k = _first(len(f) != expected for f in block)
         if k is not None:
-            problems.append((k, f"has {len(block[k])} fields, expected {len(COLUMNS)}"))
+            problems.append((k, f"has {len(block[k])} fields, expected {expected}"))
             block = block[:k]
+        if self.legacy:
+            block = [upgrade_fields(f) for f in block]
         texts = list(zip(*block)) if block else [()] * len(COLUMNS)
         typed = {}
         for column, col in zip(COLUMNS, texts):
             typed[column], bad = _check_column(column, col)
             if bad is not None:
                 problems.append((bad[0], f"has {bad[1]}"))
+        if not problems:
+            problems += _kernel_problems(typed)
         if problems:
             i, what = min(problems, key=lambda p: p[0])  # the first line wrong
             self._fail(first + i, what)
@@ -253,6 +269,26 @@ class ResultsTable:
                          "as it is")
 
 
+def _kernel_problems(typed):
+    """``[(i, problem)]`` of the first row of a block (its columns typed) whose gamma does not go
+    with its kernel, or whose output_dimension is not its kind's at its m (``[]`` if none)."""
+    takes = {k: takes_gamma(k) for k in set(typed["kernel"])}
+    i = _first(takes[k] != (g is not None) for k, g in zip(typed["kernel"], typed["gamma"]))
+    out = []
+    if i is not None:
+        k, g = typed["kernel"][i], typed["gamma"][i]
+        out.append((i, f"has no gamma with kernel = {k!r} (that kernel needs gamma > 0)" if takes[k]
+                    else f"has gamma = {g!r} with kernel = {k!r} (a kernel without gamma: empty)"))
+    dims = {}
+    for j, (kind, m, od) in enumerate(zip(typed["kind"], typed["m"], typed["output_dimension"])):
+        want = dims.setdefault((kind, m), output_dimension(kind, m))
+        if od != want:
+            out.append((j, f"has output_dimension = {od} where kind {kind!r} at m = {m} has "
+                           f"{want}"))
+            break
+    return out
+
+
 def axis_columns(texts):
     """The grid axes of a block of rows as ``(values, index)`` for
     :func:`~rfkernels.analysis.points.point_ids`: per axis, its distinct typed
@@ -268,6 +304,28 @@ def axis_columns(texts):
                                count=len(col))
         values[a] = [_check_column(a, [t])[0][0] for t in seen]  # dicts keep insertion order
     return values, index
+
+def upgrade_table(path, newline="\n"):
+    """Rewrite a table of :data:`LEGACY_COLUMNS` (complete lines only) with :data:`COLUMNS`.
+
+    Every row gets ``kernel`` softmax, ``gamma`` empty and its
+    ``output_dimension`` (:func:`upgrade_fields`), every other field as it
+    was; lines end in ``newline``. The file is replaced atomically: the
+    table is what a sweep of this version would have written.
+    """
+    from rfkernels.storage import atomic_write
+
+    def write(fh):
+        writer = csv.writer(fh, lineterminator=newline)
+        with open(path, newline="", encoding="utf-8") as inp:
+            reader = csv.reader(inp)
+            next(reader)  # the legacy header
+            fh.write(HEADER[:-1] + newline)
+            for fields in reader:
+                writer.writerow(upgrade_fields(fields))
+
+    atomic_write(path, write)
+
 
 def read_results(path, spec=None):
     """Parse a results CSV; returns ``(rows, torn)`` (rows as dicts of strings).

@@ -6,11 +6,12 @@ import itertools
 
 import numpy as np
 
-from ..comparison import RESULT_COLUMNS, theory_columns
-from ..points import GRID_AXES, norms_from_sum, point_ids
+from ..comparison import ESTIMATOR_COLUMNS, RESULT_COLUMNS, theory_columns
+from ..points import GRID_AXES, norms_from_sum, output_dimension, point_ids
 from .executors import pool_options, worker_died
-from .grid import axis_values, grid_arrays, grid_index
+from .grid import grid_arrays, grid_index, point_axes
 from .rows import csv_field, float_texts, format_value, one_line
+from .spec import takes_gamma
 
 #: Points per block of a theory-only sweep (closed forms, CSV text, one ``write``).
 THEORY_BLOCK = 1 << 16
@@ -22,9 +23,12 @@ def theory_table(spec, start=0, stop=None):
     """Theory columns of the grid points ``start:stop`` (all by default), vectorised.
 
     Returns a dict of column arrays (grid order) with the point variables,
-    ``mse_exact``, ``mse_lemma2`` and ``theorem2_bound`` (NaN where a
-    statement does not apply) and ``note``, computed per (kind, ensemble,
-    norms). This is the fast path of theory-only sweeps.
+    ``output_dimension``, ``mse_exact``, ``mse_lemma2`` and
+    ``theorem2_bound`` (NaN where a statement does not apply) and ``note``,
+    computed per (kind, ensemble, norms, kernel and gamma). For the Gaussian
+    kernel they are those of its estimate at the pair as given
+    (:func:`~rfkernels.analysis.comparison.theory_columns`). This is the fast
+    path of theory-only sweeps.
     """
     from rfkernels import theory
 
@@ -39,16 +43,36 @@ def theory_table(spec, start=0, stop=None):
     else:
         nx, ny = cols["norm_x"].astype(float), cols["norm_y"].astype(float)
     g = spec.grid
-    for (i, kind), (j, ensemble), (k, norms) in itertools.product(
-        enumerate(g["kind"]), enumerate(g["ensemble"]), enumerate(g["norms"])
+    cols["output_dimension"] = np.zeros(n, dtype=np.int64)
+    for i, kind in enumerate(g["kind"]):
+        sel = index["kind"] == i
+        cols["output_dimension"][sel] = output_dimension(kind, 1) * cols["m"][sel]
+    for (i, kind), (j, ensemble), (k, norms), (t, kernel, gamma, at) in itertools.product(
+        enumerate(g["kind"]), enumerate(g["ensemble"]), enumerate(g["norms"]), _targets(g)
     ):
         sel = (index["kind"] == i) & (index["ensemble"] == j) & (index["norms"] == k)
+        sel &= index["kernel"] == t
+        if at is not None:
+            sel &= index["gamma"] == at
         if not sel.any():
             continue
         geom = theory.geometry_from_angle(cols["d"][sel], nx[sel], ny[sel], angle[sel])
-        for name, values in theory_columns(geom, cols["m"][sel], kind, ensemble, norms).items():
+        for name, values in theory_columns(geom, cols["m"][sel], kind, ensemble, norms,
+                                           kernel=kernel, gamma=gamma).items():
             cols[name][sel] = values
     return cols
+
+
+def _targets(g):
+    """``(kernel position, kernel, gamma, gamma position)`` of each target kernel of a grid;
+    a kernel without gamma once, with gamma None and position None."""
+    out = []
+    for t, kernel in enumerate(g["kernel"]):
+        if takes_gamma(kernel):
+            out += [(t, kernel, gamma, at) for at, gamma in enumerate(g["gamma"])]
+        else:
+            out.append((t, kernel, None, None))
+    return out
 
 
 def theory_block(spec, start, stop, skip=None):
@@ -59,8 +83,7 @@ def theory_block(spec, start, stop, skip=None):
     Returns ``(text, n_rows)``.
     """
     cols = theory_table(spec, start, stop)
-    index = grid_index(spec, start, stop)
-    values = axis_values(spec)
+    values, index = point_axes(spec, grid_index(spec, start, stop))
     ids = point_ids(values, index)
     exact = float_texts(cols["mse_exact"])
     lemma2 = float_texts(cols["mse_lemma2"], cols["mse_exact"], exact)
@@ -77,6 +100,9 @@ def theory_block(spec, start, stop, skip=None):
         else:
             fields.append("%s")
             columns.append(np.asarray(texts, dtype=object)[idx].tolist())
+    for c in ESTIMATOR_COLUMNS:
+        fields.append("%s")
+        columns.append([str(v) for v in cols[c].tolist()])
     theory = {"mse_exact": exact, "mse_lemma2": lemma2, "theorem2_bound": bound, "note": notes}
     for c in RESULT_COLUMNS:
         if c in theory:

@@ -100,7 +100,7 @@ class Estimator:
 
     @property
     def theorem2(self):
-        """Theorem 2's bound applies: positive features, one orthogonal block (m <= d), chi norms.
+        """Theorem 2's bound applies: positive features, one orthogonal block (m <= d), chi norms, softmax.
 
         Anywhere else a bound shown beside a result would be a statement about
         another estimator; the reason names each condition not met.
@@ -114,10 +114,12 @@ class Estimator:
             unmet.append(f"norms are {self.norms.name!r}")
         if self.m is not None and self.d is not None and self.m > self.d:
             unmet.append(f"m = {self.m} > d = {self.d}")
+        if self.kernel.name != "softmax":
+            unmet.append(f"kernel is {self.kernel.name!r}")
         if not unmet:
             return AVAILABLE
         return Capability("Theorem 2 bounds positive features, orthogonal ensemble, chi norms, "
-                          f"m <= d only; here {', '.join(unmet)}")
+                          f"m <= d of the softmax kernel only; here {', '.join(unmet)}")
 
     @property
     def reduced(self):
