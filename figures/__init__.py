@@ -46,6 +46,7 @@ FIGURES = {
     "orthogonality_gain": "orthogonality_gain",
     "feature_budget": "feature_budget",
     "beyond": "beyond",
+    "gaussian": "gaussian",
     "bias_audit": "bias_audit",
     "zoo_attention": "zoo_attention",
     "capacity": "capacity",

@@ -30,7 +30,7 @@ def _z(samples, target):
 
 
 def test_tuples_are_appended_and_paper_kinds_kept():
-    assert KINDS == ("trig", "positive", "hyperbolic", "oprf")
+    assert KINDS == ("trig", "positive", "hyperbolic", "oprf", "offset")
     assert PAPER_KINDS == ("trig", "positive", "hyperbolic")
     assert ENSEMBLES == ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
                          "orthogonal-xformers")
