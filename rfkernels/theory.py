@@ -251,7 +251,7 @@ def lemma2_of(geom, m, est, *, log=True):
     """
     est.lemma2.require()
     m = _check_m(m, geom)
-    geom, log_factor = kernel_geometry(geom, est)
+    geom, log_factor = _folded(*kernel_geometry(geom, est), est)
     return _finish(est.kind.lemma2(geom, m) + 2.0 * log_factor, log, "Lemma 2 MSE")
 
 
@@ -399,12 +399,25 @@ def exact_log_mse(geom, m, est, *, log=True, vectors=None):
         except ValueError:
             raise ValueError(f"A of shape {np.shape(A)} does not broadcast with the batch shape "
                              f"{np.shape(geom.s)}") from None
-    geom, log_factor = kernel_geometry(geom, est)
+    geom, log_factor = _folded(*kernel_geometry(geom, est), est)
     if vectors is not None and est.scale != 1.0:
         vectors = tuple(est.scale * np.asarray(v) for v in vectors)
     with np.errstate(invalid="ignore"):
         out = est.kind.log_mse(geom, m, est, vectors) + 2.0 * log_factor
     return _finish(out, log, "exact MSE")
+
+
+def _folded(geom, log_factor, est):
+    """``(geom, log_factor)`` with the factor folded into ``half_sq`` for kinds on x - y.
+
+    Their MSE is ``e^{2 half_sq} f(|x - y|^2)`` (the estimate over
+    :math:`\Lambda^{-1}` depends on x - y only), so the factor enters as
+    ``half_sq + log_factor``, which is exactly 0 for the Gaussian kernel:
+    no cancellation of two terms of order ``|x'|^2`` in the log.
+    """
+    if est.kind.on_sum or est.kernel.name == "softmax":
+        return geom, log_factor
+    return geom._replace(half_sq=geom.half_sq + log_factor), 0.0
 
 
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, kernel="softmax",
