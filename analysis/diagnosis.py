@@ -84,6 +84,7 @@ from .diagnosis_report import markdown_report, null_reason, write_csv
 from .lean_favor import one_blas_thread
 
 __all__ = [
+    "attention_kinds",
     "DEFAULT_DRAWS",
     "DEFAULT_ENSEMBLES",
     "DEFAULT_M",
@@ -185,8 +186,17 @@ class _Plan:
             setattr(self, key, value)
 
 
+def attention_kinds():
+    """The registered kinds attention takes: all but those with a random phase (offset)."""
+    return tuple(k for k in registry.names("kind") if not registry.entry("kind", k).random_phase)
+
+
 def _grid_checks(plan):
     """Every kind x ensemble x m must exist at this d (the registry's own errors), before any work."""
+    for kind in plan.kinds:
+        if kind not in attention_kinds():
+            raise ValueError(f"kinds: {kind!r} has random phases drawn with W (a Gaussian-kernel "
+                             f"map) and attention does not take it; use 'trig', its paired form")
     for kind in plan.kinds:
         for ens in plan.ensembles:
             estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
@@ -225,7 +235,7 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         L=q.shape[-2], Lk=k.shape[-2], d=d, dv=d if v is None else v.shape[-1],
         heads=int(np.prod(head_shape, dtype=np.int64)), head_shape=head_shape,
         ms=distinct_ints(m, "m"),
-        kinds=check_names(kinds, "kinds", check_kind, registry.names("kind")),
+        kinds=check_names(kinds, "kinds", check_kind, attention_kinds()),
         ensembles=check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES),
         presets=check_names(presets, "presets", lambda p: check_choice(p, "presets", PRESETS),
                             DEFAULT_PRESETS),
@@ -682,7 +692,8 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     m : int or sequence of int, default :data:`DEFAULT_M`
         Numbers of projections; r = m (positive, oprf) or 2m (trig, hyperbolic) features.
     kinds : sequence of str, optional
-        Registered kinds; default all (``rfkernels.estimators.names("kind")``).
+        Registered kinds that attention takes; default all of them
+        (:func:`attention_kinds`: every kind but ``"offset"``).
     ensembles : sequence of str, optional
         Registered ensembles; default :data:`DEFAULT_ENSEMBLES`.
     presets : sequence of str, optional

@@ -25,7 +25,6 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +33,7 @@ from .estimators import estimator
 from .estimators.kernels import check_gamma
 from .features import estimate, feature_map
 from .theory import Geometry, exact_log_mse
-from .transformer import NotFittedError, RandomFeatures
+from .transformer import NotFittedError, RandomFeatures, fit_seed
 from .validation import check_choice, check_int, check_memory
 
 __all__ = ["ExpectedMSE", "FEATURES", "FOURIER_ENSEMBLES", "RandomFourierFeatures",
@@ -310,12 +309,7 @@ class RandomFourierFeatures(RandomFeatures):
         if features == "paired" and r % 2:
             raise ValueError(f"n_components must be even for features='paired' (r = 2m: a "
                              f"cos/sin pair per frequency); got {r}")
-        seed = self.random_state
-        if isinstance(seed, np.random.RandomState):  # consumed once, as RandomFeatures does
-            seed = int(seed.randint(np.iinfo(np.int32).max))
-        elif isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_)):
-            seed = int(seed)
-        return FEATURES[features], r // (2 if features == "paired" else 1), seed
+        return FEATURES[features], r // (2 if features == "paired" else 1), fit_seed(self.random_state)
 
     def fit(self, X, y=None):
         """Draw the frequencies (then, for offset features, the offsets) for X; returns self.

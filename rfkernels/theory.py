@@ -408,16 +408,19 @@ def exact_log_mse(geom, m, est, *, log=True, vectors=None):
 
 
 def _folded(geom, log_factor, est):
-    """``(geom, log_factor)`` with the factor folded into ``half_sq`` for kinds on x - y.
+    r"""``(geom, log_factor)`` with the factor folded into the geometry for kinds on x - y.
 
     Their MSE is ``e^{2 half_sq} f(|x - y|^2)`` (the estimate over
     :math:`\Lambda^{-1}` depends on x - y only), so the factor enters as
     ``half_sq + log_factor``, which is exactly 0 for the Gaussian kernel:
-    no cancellation of two terms of order ``|x'|^2`` in the log.
+    no cancellation of two terms of order ``|x'|^2`` in the log. ``s`` moves
+    with it (``s + t = 4 half_sq``), so a formula written with ``s`` and
+    ``x.y`` (Lemma 2's) gives the same value.
     """
     if est.kind.on_sum or est.kernel.name == "softmax":
         return geom, log_factor
-    return geom._replace(half_sq=geom.half_sq + log_factor), 0.0
+    half_sq = geom.half_sq + log_factor
+    return geom._replace(half_sq=half_sq, s=4.0 * half_sq - geom.t), 0.0
 
 
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, kernel="softmax",

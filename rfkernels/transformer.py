@@ -33,7 +33,7 @@ from .projections import draw_phases, draw_projections
 from .estimators import estimator, registry
 from .validation import KINDS, check_choice, check_finite, check_int, check_seed
 
-__all__ = ["NotFittedError", "RandomFeatures"]
+__all__ = ["NotFittedError", "RandomFeatures", "fit_seed"]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -88,6 +88,22 @@ def _check_X(X, name="X"):
         raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 "
                          f"is required ({name}).")
     return arr
+
+
+def fit_seed(random_state):
+    """The seed :meth:`RandomFeatures.fit` draws from: a ``RandomState`` is consumed once for an int.
+
+    scikit-learn's estimators take a ``RandomState``; this package seeds a
+    ``numpy.random.Generator`` (:func:`rfkernels.validation.check_seed`), so a
+    ``RandomState`` gives one integer, as scikit-learn would draw one.
+    Integers become Python ints; every other form is returned as it is.
+    """
+    seed = random_state
+    if isinstance(seed, np.random.RandomState):
+        seed = int(seed.randint(np.iinfo(np.int32).max))
+    elif isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_)):
+        seed = int(seed)
+    return seed
 
 
 class RandomFeatures:
@@ -203,12 +219,7 @@ class RandomFeatures:
             raise ValueError(f"n_components must be even for kind={kind!r} (r = 2m: a sin/cos "
                              f"or exp(+)/exp(-) pair per projection); got {r}")
         m = r // per
-        seed = self.random_state
-        if isinstance(seed, np.random.RandomState):
-            seed = int(seed.randint(np.iinfo(np.int32).max))
-        elif isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_)):
-            seed = int(seed)
-        return kind, m, seed
+        return kind, m, fit_seed(self.random_state)
 
     def fit(self, X, y=None):
         """Draw the projections for X's number of features; returns self.

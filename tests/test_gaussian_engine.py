@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 from rfkernels import draw_phases, draw_projections, engine, feature_map, rng, theory
-from rfkernels.backends import cupy_available
 from rfkernels.engine import cpu as _mc_numba
 from rfkernels.engine.streams import STREAM_PHASE
 
@@ -225,32 +224,7 @@ def test_simulated_monte_carlo_offset_gaussian_on_cupy_equals_numba(simulated):
         assert found["estimates_equal"] and found["result_equal"], case
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
-@needs_numba_cuda
-@pytest.mark.parametrize("ensemble, chi", [(e, c) for e in ENSEMBLES for c in (True, False)])
-def test_device_offset_estimates_match_cpu(ensemble, chi):
-    """On a device (FMA, the device's cos): equal to rounding, and stable across launch shapes."""
-    import cupy
-
-    from rfkernels.engine import cuda as _mc_cuda
-
-    n = 4096
-    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), 63, 16, ENSEMBLES[ensemble],
-            chi, "offset", LENGTH)
-    cpu = np.empty(n)
-    _mc_numba.reduced_estimates(*args, cpu)
-    outs = []
-    for threads, blocks in ((128, None), (32, 3)):
-        out = cupy.empty(n)
-        _mc_cuda.gpu_reduced_estimates(*args, out, threads=threads, blocks=blocks)
-        outs.append(out.get())
-    np.testing.assert_array_equal(outs[0], outs[1])
-    np.testing.assert_allclose(outs[0], cpu, rtol=1e-12, atol=1e-13)
-    print(f"device == cpu bit for bit: {np.array_equal(outs[0], cpu)}; "
-          f"max |diff| {np.max(np.abs(outs[0] - cpu)):.3g}")
-
-
+# On a device: tests/test_gpu_kernel.py::test_device_estimates_match_cpu has the offset cases.
 # ---------------------------------------------------------------------------
 # Statistics against theory
 # ---------------------------------------------------------------------------

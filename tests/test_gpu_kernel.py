@@ -34,6 +34,8 @@ KINDS = {0: "positive", 1: "hyperbolic", 2: "trig", 3: "oprf"}
 BEYOND_CASES = [(2, True, 0), (2, False, 1), (2, True, 2), (2, True, 3), (0, True, 3), (0, False, 3),
                 (1, True, 3)]
 BEYOND_TRIALS = 60
+#: the device's cases: the kinds' codes, and the offset kind (trig's kernel with its phase stream) by name
+DEVICE_CASES = CASES + [(e, c, "offset") for e in (0, 1, 2) for c in (True, False)]
 OPRF_A = -0.15
 #: the tilted proposal of issue 14: (ensemble code, chi, kind code) for every sampler it applies to
 TILT_CASES = [(ens, chi, kind) for ens in (0, 1, 2) for chi in (True, False) for kind in (0, 1, 3)]
@@ -239,7 +241,7 @@ def test_simulated_monte_carlo_mse_on_cupy_equals_numba(simulated):
 @pytest.mark.gpu
 @pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
 @needs_numba_cuda
-@pytest.mark.parametrize("orth, chi, kind", CASES)
+@pytest.mark.parametrize("orth, chi, kind", DEVICE_CASES)
 def test_device_estimates_match_cpu(orth, chi, kind):
     """On a device FMA contraction may change last bits: equal to rounding, and stable across shapes."""
     import cupy
