@@ -92,6 +92,10 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
     beyond float64, which ``note`` then reports with its natural log — a
     table never holds a silent inf.
     """
+    if isinstance(kind, Estimator) and (ensemble, norms, kernel, gamma) != (
+            None, None, DEFAULT_KERNEL, None):
+        raise ValueError("kind is an Estimator: its ensemble, norms, kernel and gamma are its own; "
+                         "leave them out")
     est = kind if isinstance(kind, Estimator) else estimator(
         kind, ensemble=ensemble, norms=norms, kernel=kernel, gamma=gamma)
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))

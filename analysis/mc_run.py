@@ -129,7 +129,10 @@ def literal_chunks(s, first=0):
     xp = array_namespace(s.backend)
     gen = np.random.default_rng(s.seq)
     X, Y = xp.asarray(s.X), xp.asarray(s.Y)
-    log_scale = np.array([nm.log_scale for nm in s.norm])
+    # the target's scale: the feature maps estimate the target kernel itself (kernel=, gamma=),
+    # whose per-row factors cancel trig's and offset's exactly
+    log_scale = np.array([nm.log_scale + f for nm, f in zip(s.norm, s.log_factor)])
+    target = {"kernel": s.est.kernel.name, "gamma": getattr(s.est.kernel_params, "gamma", None)}
     linear = bool(np.all(np.abs(log_scale) < 700.0))
     inv_scale = xp.asarray(np.exp(-log_scale)) if linear else None
     draw_backend = "cupy" if s.backend == "cupy" else "numpy"
@@ -148,19 +151,19 @@ def literal_chunks(s, first=0):
     def estimates(w, b):
         if len(groups) == 1:
             a = groups[0][0]
-            return xp.sum(feature_map(X, w, s.kind, A=a, phase=b)
-                          * feature_map(Y, w, s.kind, A=a, phase=b), axis=1)
+            return xp.sum(feature_map(X, w, s.kind, A=a, phase=b, **target)
+                          * feature_map(Y, w, s.kind, A=a, phase=b, **target), axis=1)
         est = xp.empty(X.shape[0])
         for a, idx in groups:
-            est[idx] = xp.sum(feature_map(X[idx], w, s.kind, A=a)
-                              * feature_map(Y[idx], w, s.kind, A=a), axis=1)
+            est[idx] = xp.sum(feature_map(X[idx], w, s.kind, A=a, **target)
+                              * feature_map(Y[idx], w, s.kind, A=a, **target), axis=1)
         return est
 
     def log_estimates(w, b):
         sign, logabs = xp.empty(X.shape[0]), xp.empty(X.shape[0])
         for a, idx in groups:
             xs, ys = (X, Y) if idx is None else (X[idx], Y[idx])
-            sg, la = log_estimate(xs, ys, w, s.kind, A=a, phase=b)
+            sg, la = log_estimate(xs, ys, w, s.kind, A=a, phase=b, **target)
             sl = slice(None) if idx is None else idx
             sign[sl], logabs[sl] = xp.diagonal(sg), xp.diagonal(la)
         return sign, logabs

@@ -148,10 +148,11 @@ class _Setup:
 
     Built by :func:`_setup`, the one place a Monte Carlo run is checked, and
     not changed after; each pair's proposal is a :class:`rfkernels.analysis.mc_run.Plan`.
-    ``X``, ``Y``, ``norm``, ``a`` and ``consts`` are those of the scaled pair
+    ``norm``, ``a`` and ``consts`` are those of the scaled pair
     (``sqrt(2 gamma) x`` for the Gaussian kernel), whose softmax estimate
-    times ``exp(log_factor)`` is the target's; ``sm`` and ``exact`` are the
-    target's.
+    times ``exp(log_factor)`` is the target's; ``X``, ``Y`` (the pairs as
+    given: the literal method's feature maps take the kernel), ``sm`` and
+    ``exact`` are the target's.
     """
 
     X: np.ndarray
@@ -276,7 +277,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         factors.append(float(log_factor))
         value = est.kind.resolve(est.params, gs)
         values.append(value)
-        log_sm = float(gs.log_sm) + float(log_factor)
+        log_sm = float(theory.kernel_log_value(g, est))  # the target's log (softmax: x.y)
         if log_sm > LOG_MAX:
             raise FloatingPointError(
                 f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
@@ -296,8 +297,6 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             exacts.append(math.exp(log_exact))
         else:
             exacts.append(None)
-    if Xa is not None and est.scale != 1.0:
-        Xa, Ya = est.scale * Xa, est.scale * Ya  # the literal method's feature maps see the scaled pair
     return _Setup(Xa, Ya, est, trials, seq, backend, method, chunk, progress, run_engine, norm, exacts,
                   sm, values, consts, proposal, tuple(factors))
 
@@ -369,6 +368,14 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         The result records the choice, its parameters and why
         (``proposal``, ``proposal_note``, ``proposal_shift``, ...), and the
         weights' effective sample size (``ess``).
+    kernel : {'softmax', 'gaussian'}, default 'softmax'
+        The target: ``exp(x·y)`` or ``exp(-gamma |x - y|^2)``, estimated by
+        the softmax estimators at ``sqrt(2 gamma) (x, y)`` times
+        ``exp(-gamma (|x|^2 + |y|^2))`` (:func:`rfkernels.theory.exact_mse`);
+        ``sm``, ``mse`` and ``bias`` are then the Gaussian kernel's, and
+        ``A`` (and its default ``A*``) is that of the scaled pair.
+    gamma : float, optional
+        The Gaussian kernel's parameter (> 0; ``kernel='gaussian'`` only).
 
     Returns
     -------

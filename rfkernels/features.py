@@ -191,7 +191,7 @@ def feature_dimension(kind, d, *, m=None, nu=None):
     Returns
     -------
     int
-        ``m`` (positive, oprf), ``2m`` (trig, hyperbolic), ``d`` (identity, elu1),
+        ``m`` (positive, oprf, offset), ``2m`` (trig, hyperbolic), ``d`` (identity, elu1),
         ``2 d nu`` (dpfp).
     """
     d = check_int(d, "d")
@@ -316,7 +316,10 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         features are combined, or ``"auto"``, the optimal ``A*`` for the
         pairs of rows of X with themselves (:func:`oprf_auto_a` ``(X)``).
         Features of two different sets must share one A: compute it once
-        with ``oprf_auto_a(X, Y)`` and pass the float.
+        with ``oprf_auto_a(X, Y)`` and pass the float. With
+        ``kernel="gaussian"`` A is that of the scaled inputs
+        (``"auto"`` resolves on :math:`\sqrt{2\gamma}\,X`; the shared float is
+        ``oprf_auto_a(c * X, c * Y)``, ``c = sqrt(2 * gamma)``).
     phase : array_like of shape (m,), optional
         The phases :math:`b_i \in [0, 2\pi)` of ``kind="offset"`` (required
         there, refused for the other kinds; :func:`rfkernels.draw_phases`).
@@ -542,7 +545,7 @@ def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=N
     X : array_like of shape (n_x, d) or (d,)
     Y : array_like of shape (n_y, d) or (d,)
     W : array_like of shape (m, d)
-    kind : {"trig", "positive", "hyperbolic", "oprf"}
+    kind : {"trig", "positive", "hyperbolic", "oprf", "offset"}
     A : float or "auto", optional
         The OPRF parameter, as in :func:`estimate`.
     phase, kernel, gamma

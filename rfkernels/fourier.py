@@ -370,8 +370,8 @@ class RandomFourierFeatures(RandomFeatures):
         r"""The exact expected squared error of every entry of :meth:`kernel` ``(X, Y)``.
 
         The expectation is over the law of the fit (what :meth:`fit` draws
-        for the fitted ``gamma_``, dimension, number of frequencies and
-        feature map, and the ``ensemble`` parameter), not the error of
+        for the fitted ``gamma_``, dimension, number of frequencies,
+        feature map and ensemble, ``ensemble_``), not the error of
         this fitted instance's frequencies. Under the Gaussian kernel the
         MSE of an entry depends only on :math:`2\gamma |x_i - y_j|^2`, d and
         m (:func:`rfkernels.theory.exact_mse` with ``kernel="gaussian"``).
@@ -417,14 +417,14 @@ class RandomFourierFeatures(RandomFeatures):
 
         Time, best of 3 on 2 shared cores: 1,797 rows of d = 64 (the digits
         data, 1.6e6 distinct pairs, r = 256, ``gamma="scale"``) take
-        0.3-0.5 s for iid and orthogonal frequencies, either feature map
-        (up to 1.2 s under load). The simplex theory is a quadrature, 10-20
+        0.49-0.67 s for iid and orthogonal frequencies, either feature map,
+        on an idle machine (docs/performance.md; up to 1.5 s under load). The simplex theory is a quadrature, 10-20
         us per pair (about 35 s for the digits).
         """
         x = self._checked_input(X)
         y = None if Y is None else self._checked_input(Y, "Y")
         features = "paired" if self._kind() == "trig" else "offset"
-        est = estimator(self._kind(), ensemble=self.ensemble, norms=self.norms,
+        est = estimator(self._kind(), ensemble=self.ensemble_, norms=self.norms,
                         kernel="gaussian", gamma=self.gamma_, batch=True)
         est.exact_mse.require()  # SORF: ValueError with the reason
         n_y = x.shape[0] if y is None else y.shape[0]
@@ -442,4 +442,4 @@ class RandomFourierFeatures(RandomFeatures):
         r = m if features == "offset" else 2 * m
         return ExpectedMSE(entries=entries, mse_sum=mse_sum, kernel_sq_sum=kernel_sq_sum,
                            relative_frobenius=mse_sum / kernel_sq_sum, features=features,
-                           ensemble=self.ensemble, n_components=r, m=m, gamma=self.gamma_)
+                           ensemble=self.ensemble_, n_components=r, m=m, gamma=self.gamma_)

@@ -205,6 +205,20 @@ def kernel_geometry(geom, est):
     return geom, est.kernel.log_factor(geom.half_sq)
 
 
+def kernel_log_value(geom, est):
+    """The log of the estimator's target kernel at the pair(s) of ``geom`` (softmax: ``x.y``).
+
+    For the Gaussian kernel ``-gamma |x - y|^2`` from ``t`` alone (the
+    factor folded into the scaled geometry, :func:`kernel_geometry`), not
+    as ``x'.y' - (|x'|^2 + |y'|^2)/2``, which cancels at large norms.
+    """
+    if est.kernel.name == "softmax":
+        return geom.log_sm
+    gs, log_factor = kernel_geometry(geom, est)
+    half_sq = gs.half_sq + log_factor
+    return ((4.0 * half_sq - gs.t) - gs.t) / 4.0
+
+
 def _check_m(m, geom, name="m"):
     m = check_int_array(m, name, minimum=1)
     try:
@@ -610,6 +624,7 @@ __all__ = [
     "geometry",
     "geometry_from_angle",
     "kernel_geometry",
+    "kernel_log_value",
     "lemma2_mse",
     "exact_log_mse",
     "no_closed_form_reason",

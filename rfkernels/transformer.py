@@ -122,7 +122,7 @@ class RandomFeatures:
         generator.
     n_components : int, default 256
         Output dimension r, as in ``RBFSampler``: r projections for
-        ``"positive"`` and ``"oprf"``, r/2 for ``"trig"`` and
+        ``"positive"``, ``"oprf"`` and ``"offset"``, r/2 for ``"trig"`` and
         ``"hyperbolic"`` (whose features come in pairs), so r must be even there.
     ensemble : str, default "orthogonal"
         Projection ensemble, any of :func:`rfkernels.draw_projections`: "iid",
@@ -145,6 +145,9 @@ class RandomFeatures:
         The projections drawn by :meth:`fit`.
     A_ : float or None
         The OPRF parameter in use (None for the other kinds).
+    kind_, ensemble_ : str
+        The kind and ensemble fitted (parameters changed by ``set_params``
+        take effect at the next :meth:`fit`).
     random_offset_ : ndarray of shape (m,) or None
         The phases :math:`b_i \sim U[0, 2\pi)` of ``kind="offset"``
         (:func:`rfkernels.draw_phases`); None for the other kinds.
@@ -242,6 +245,7 @@ class RandomFeatures:
         rng = check_seed(seed)  # the projections, then (offset) their phases
         w = draw_projections(m, x.shape[1], ensemble=self.ensemble, norms=self.norms, seed=rng)
         self.projections_ = w
+        self.kind_, self.ensemble_ = kind, self.ensemble  # what was fitted (set_params waits for fit)
         self.random_offset_ = (draw_phases(m, seed=rng)
                                if registry.entry("kind", kind).random_phase else None)
         self.A_ = a
@@ -297,7 +301,7 @@ class RandomFeatures:
         :meth:`kernel` or :func:`rfkernels.log_estimate` for the estimate).
         """
         x = self._checked_input(X)
-        return feature_map(x, self.projections_, self.kind, A=self.A_,
+        return feature_map(x, self.projections_, self.kind_, A=self.A_,
                            phase=getattr(self, "random_offset_", None))
 
     def fit_transform(self, X, y=None):
@@ -311,13 +315,13 @@ class RandomFeatures:
         """
         x = self._checked_input(X)
         y = x if Y is None else self._checked_input(Y, "Y")
-        return estimate(x, y, self.projections_, self.kind, A=self.A_,
+        return estimate(x, y, self.projections_, self.kind_, A=self.A_,
                         phase=getattr(self, "random_offset_", None))
 
     def get_feature_names_out(self, input_features=None):
         """Output feature names ``randomfeatures0 .. randomfeatures{r-1}`` (as RBFSampler's)."""
         if not self.__sklearn_is_fitted__():
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet")
-        r = self.projections_.shape[0] * (2 if self.kind in ("trig", "hyperbolic") else 1)
+        r = self.projections_.shape[0] * registry.entry("kind", self.kind_).features_per_projection
         prefix = type(self).__name__.lower()
         return np.asarray([f"{prefix}{i}" for i in range(r)], dtype=object)

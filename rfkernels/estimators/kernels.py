@@ -49,6 +49,8 @@ def check_gamma(gamma):
         raise TypeError(f"gamma must be a finite number > 0; got {gamma!r}")
     if arr.ndim != 0 or not np.isfinite(arr) or not arr > 0:
         raise ValueError(f"gamma must be one finite number > 0; got {gamma!r}")
+    if not math.isfinite(2.0 * float(arr)):  # the scale sqrt(2 gamma) must exist
+        raise ValueError(f"gamma must be below 8.9e307 (2 gamma overflows float64); got {gamma!r}")
     return float(arr)
 
 
