@@ -40,7 +40,7 @@ from ._mc import PROPOSAL
 NAME = "gaussian"
 TITLE = "Gaussian kernel: exact MSE of random Fourier features against output dimension"
 #: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
-BUDGET = {False: 8.0, True: 4.0}
+BUDGET = {False: 9.0, True: 6.5}
 #: The pair of panel (a): dimension, kernel parameter, |x| = |y|, angle (t = 2 GAMMA |x - y|^2 = 1).
 D, GAMMA, NORM, ANGLE = 16, 1.0 / 16, 2.0, np.pi / 2
 KERNEL = {"kernel": "gaussian", "gamma": GAMMA}
