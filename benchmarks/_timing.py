@@ -11,3 +11,8 @@ def best_of(fn, repeat=3):
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def int_list(text):
+    """``"256,1024"`` -> ``[256, 1024]``: the benchmarks' comma-separated size options."""
+    return [int(v) for v in text.split(",") if v.strip()]

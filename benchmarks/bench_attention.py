@@ -31,7 +31,7 @@ import time
 import tracemalloc
 
 import numpy as np
-from _timing import best_of
+from _timing import best_of, int_list
 
 from rfkernels.attention import favor_attention, softmax_attention
 from rfkernels.projections import draw_projections
@@ -47,14 +47,10 @@ def _peak_mib(fn):
         tracemalloc.stop()
 
 
-def _ints(text):
-    return [int(v) for v in text.split(",") if v.strip()]
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--L", type=_ints, default="1024,2048,4096,8192,16384,32768,65536",
+    p.add_argument("--L", type=int_list, default="1024,2048,4096,8192,16384,32768,65536",
                    help="comma-separated sequence lengths")
     p.add_argument("--d", type=int, default=64, help="dimension of queries, keys and values")
     p.add_argument("--m", type=int, default=256, help="number of projections")

@@ -28,7 +28,7 @@ import os
 import platform
 
 import numpy as np
-from _timing import best_of
+from _timing import best_of, int_list
 
 from rfkernels import RandomFourierFeatures
 
@@ -37,17 +37,13 @@ CONFIGS = [("offset iid", "offset", "iid"), ("offset orthogonal", "offset", "ort
            ("paired iid", "paired", "iid"), ("paired orthogonal", "paired", "orthogonal")]
 
 
-def _ints(text):
-    return [int(v) for v in text.split(",") if v.strip()]
-
-
 def main(argv=None):
     from sklearn import __version__ as sklearn_version
     from sklearn.kernel_approximation import RBFSampler
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--r", type=_ints, default="256,1024,4096",
+    p.add_argument("--r", type=int_list, default="256,1024,4096",
                    help="comma-separated output dimensions")
     p.add_argument("--n", type=int, default=10000, help="rows transformed")
     p.add_argument("--d", type=int, default=64, help="input dimension")
