@@ -305,6 +305,7 @@ def axis_columns(texts):
         values[a] = [_check_column(a, [t])[0][0] for t in seen]  # dicts keep insertion order
     return values, index
 
+
 def upgrade_table(path, newline="\n"):
     """Rewrite a table of :data:`LEGACY_COLUMNS` (complete lines only) with :data:`COLUMNS`.
 
