@@ -33,7 +33,7 @@ from .projections import draw_phases, draw_projections
 from .estimators import estimator, registry
 from .validation import KINDS, check_choice, check_finite, check_int, check_seed
 
-__all__ = ["NotFittedError", "RandomFeatures", "fit_seed"]
+__all__ = ["NotFittedError", "RandomFeatures", "check_samples", "fit_seed"]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -63,7 +63,7 @@ def _name_list(names):
     return out
 
 
-def _check_X(X, name="X"):
+def check_samples(X, name="X"):
     """X as a finite real float64 (n, d) array with n, d >= 1 (sparse, 1-D and complex refused)."""
     if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
         raise TypeError(f"{name} is a sparse matrix: sparse input is not supported; pass a dense "
@@ -236,7 +236,7 @@ class RandomFeatures:
         """
         kind, m, seed = self._checked_params()
         names = _feature_names(X)
-        x = _check_X(X)
+        x = check_samples(X)
         a = None
         if kind == "oprf":
             a = oprf_auto_a(x) if isinstance(self.A, str) and self.A == "auto" else self.A
@@ -261,7 +261,7 @@ class RandomFeatures:
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call "
                                  "'fit' with appropriate arguments before using this estimator")
         self._check_names(X)
-        x = _check_X(X, name)
+        x = check_samples(X, name)
         if x.shape[1] != self.n_features_in_:
             raise ValueError(f"{name} has {x.shape[1]} features, but {type(self).__name__} is "
                              f"expecting {self.n_features_in_} features as input.")
