@@ -175,10 +175,10 @@ def point_vectors(point):
 
 
 def output_dimension(kind, m):
-    """Outputs of the feature map of ``kind`` at ``m`` projections (m; 2m for trig, hyperbolic)."""
-    from rfkernels.estimators import registry
+    """Outputs of the feature map of ``kind`` at ``m`` projections (:attr:`Estimator.output_dimension`)."""
+    from rfkernels.estimators import estimator
 
-    return registry.entry("kind", kind).features_per_projection * int(m)
+    return estimator(kind, m=int(m)).output_dimension
 
 
 def point_kernel(point):

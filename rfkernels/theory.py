@@ -215,8 +215,7 @@ def kernel_log_value(geom, est):
     if est.kernel.name == "softmax":
         return geom.log_sm
     gs, log_factor = kernel_geometry(geom, est)
-    half_sq = gs.half_sq + log_factor
-    return ((4.0 * half_sq - gs.t) - gs.t) / 4.0
+    return (gs.half_sq + log_factor) - gs.t / 2.0  # x.y = half_sq - t/2; the first term is 0
 
 
 def _check_m(m, geom, name="m"):
