@@ -2,12 +2,16 @@ r"""Random Fourier features of the Gaussian kernel, a drop-in for scikit-learn's
 
 :class:`RandomFourierFeatures` estimates :math:`K_\gamma(x, y) = e^{-\gamma |x - y|^2}`
 (scikit-learn's RBF convention) with random-offset features (``features="offset"``,
-``RBFSampler``'s map) or paired cos/sin features (``features="paired"``), from
+``RBFSampler``'s map), paired cos/sin features (``features="paired"``) or
+positive features (``features="positive"``, FAVOR+ of the rescaled pair), from
 iid, orthogonal, simplex or SORF frequencies, and says, before any data is
 transformed, how large the error of every kernel-matrix entry is in
 expectation (:meth:`RandomFourierFeatures.expected_mse`, from
-:mod:`rfkernels.theory`). It is :class:`rfkernels.RandomFeatures` with
-kind ``"offset"`` or ``"trig"`` and ``kernel="gaussian"``.
+:mod:`rfkernels.theory`) and what the Gram-level error is at any output
+dimension (:meth:`RandomFourierFeatures.gram_error`,
+:meth:`RandomFourierFeatures.n_components_for`). It is
+:class:`rfkernels.RandomFeatures` with kind ``"offset"``, ``"trig"`` or
+``"positive"`` and ``kernel="gaussian"``.
 
 Examples
 --------
@@ -29,19 +33,20 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.polynomial import chebyshev
 
 from .estimators import estimator
 from .estimators.kernels import check_gamma
 from .features import estimate, feature_map
 from .theory import Geometry, exact_log_mse, pairs_in_blocks
 from .transformer import NotFittedError, RandomFeatures, check_samples, fit_seed
-from .validation import check_choice, check_int, check_memory
+from .validation import check_choice, check_int, check_int_array, check_memory
 
 __all__ = ["CRITERIA", "ExpectedMSE", "FEATURES", "FOURIER_ENSEMBLES", "MAX_COMPONENTS",
            "RandomFourierFeatures", "squared_distances"]
 
-#: The two feature maps, with the rfkernels kind each one is.
-FEATURES = {"offset": "offset", "paired": "trig"}
+#: The feature maps, with the rfkernels kind each one is.
+FEATURES = {"offset": "offset", "paired": "trig", "positive": "positive"}
 #: The frequency ensembles :class:`RandomFourierFeatures` offers (SORF has no exact theory).
 FOURIER_ENSEMBLES = ("iid", "orthogonal", "simplex", "sorf")
 #: Pairs per theory evaluation in :meth:`RandomFourierFeatures.expected_mse`: measured fastest
@@ -49,6 +54,13 @@ FOURIER_ENSEMBLES = ("iid", "orthogonal", "simplex", "sorf")
 #: 0.35-0.75 us each, the temporaries falling out of cache), and it bounds the temporaries
 #: (the theory holds up to 40 arrays of the chunk's size: 20 MiB).
 _CHUNK = 1 << 16
+#: Above this many entries the simplex MSE of kinds on x - y is interpolated in t (:func:`_interpolated`).
+_INTERPOLATE_ABOVE = 4096
+#: Chebyshev degrees tried in turn, points checked against the exact value, and the tolerance
+#: (absolute, relative to the largest MSE on [0, max t]).
+_CHEB_DEGREES = (64, 128, 256, 512)
+_CHEB_CHECKS = 32
+_CHEB_TOL = 1e-12
 #: What :meth:`RandomFourierFeatures.n_components_for` can hold to a target.
 CRITERIA = ("frobenius", "quantile")
 #: The largest output dimension :meth:`RandomFourierFeatures.n_components_for` searches.
@@ -207,38 +219,137 @@ def _first_m_quantile(v, c, d, ensemble, target, q):
     return hi
 
 
-def _mse_of_distances(t, d, m, est):
-    """The exact MSE at squared distances ``t`` (any shape, unscaled), in chunks of :data:`_CHUNK`.
+def _interpolates(est, size):
+    """Whether the MSE of ``size`` entries is interpolated in t (simplex frequencies, kinds on x - y)."""
+    return est.ensemble.name == "simplex" and not est.kind.on_sum and size > _INTERPOLATE_ABOVE
+
+
+def _direct(t, h, d, m, est):
+    """The exact MSE at flat ``t`` (``h``: the entries' half_sq, None for kinds on x - y), in chunks.
 
     Under the Gaussian kernel the trig and offset estimates depend on
     (x, y) only through x - y, so the MSE at (x, y) is that of the pair
     (z/2, -z/2): the :class:`rfkernels.theory.Geometry` (d, t/4, 0, t).
+    Other kinds (positive) take the pair's own ``half_sq = (|x|^2 + |y|^2)/2``
+    and ``s = 4 half_sq - t``.
+    """
+    out = np.empty_like(t)
+    for lo in range(0, t.size, _CHUNK):
+        tc = t[lo:lo + _CHUNK]
+        if h is None:
+            geom = Geometry(np.full(tc.shape, float(d)), tc / 4.0, np.zeros_like(tc), tc)
+        else:
+            hc = h[lo:lo + _CHUNK]
+            geom = Geometry(np.full(tc.shape, float(d)), hc, np.maximum(4.0 * hc - tc, 0.0), tc)
+        out[lo:lo + _CHUNK] = exact_log_mse(geom, m, est, log=False)
+    return out
+
+
+def _interpolated(t, d, m, est):
+    """The MSE at flat ``t`` from a Chebyshev interpolant in t on [0, max t], or None.
+
+    The degree doubles from 64 to 512 until the interpolant is within
+    :data:`_CHEB_TOL` times the largest MSE of the exact value at both ends
+    and at :data:`_CHEB_CHECKS` of the data's own t (its quantiles); None
+    where no degree is. Entries at t = 0 get the exact value.
+    """
+    hi = float(t.max())
+    if not hi > 0:
+        return None
+    probe = np.concatenate([[0.0, hi], np.quantile(t, np.linspace(0.0, 1.0, _CHEB_CHECKS),
+                                                   method="inverted_cdf")])
+    exact = _direct(probe, None, d, m, est)
+    for degree in _CHEB_DEGREES:
+        nodes = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))
+        values = _direct((nodes + 1.0) * (hi / 2.0), None, d, m, est)
+        coef = chebyshev.chebfit(nodes, values, degree)
+        scale = max(float(np.max(np.abs(values))), float(np.max(np.abs(exact))))
+        if np.max(np.abs(chebyshev.chebval(probe * (2.0 / hi) - 1.0, coef) - exact)) <= _CHEB_TOL * scale:
+            out = np.empty_like(t)
+            for lo in range(0, t.size, _CHUNK):
+                out[lo:lo + _CHUNK] = chebyshev.chebval(t[lo:lo + _CHUNK] * (2.0 / hi) - 1.0, coef)
+            np.maximum(out, 0.0, out=out)
+            out[t == 0.0] = exact[0]
+            return out
+    return None
+
+
+def _mse_of(t, h, d, m, est):
+    """The exact MSE of the entries at ``t`` (any shape, unscaled; ``h`` alike or None).
+
+    Simplex frequencies on kinds on x - y are interpolated in t
+    (:func:`_interpolated`) above :data:`_INTERPOLATE_ABOVE` entries:
+    their theory is a quadrature, 10-25 us per pair.
     """
     flat = t.reshape(-1)
-    out = np.empty_like(flat)
-    for lo in range(0, flat.size, _CHUNK):
-        tc = flat[lo:lo + _CHUNK]
-        geom = Geometry(np.full(tc.shape, float(d)), tc / 4.0, np.zeros_like(tc), tc)
-        out[lo:lo + _CHUNK] = exact_log_mse(geom, m, est, log=False)
+    out = _interpolated(flat, d, m, est) if _interpolates(est, flat.size) else None
+    if out is None:
+        out = _direct(flat, None if h is None else h.reshape(-1), d, m, est)
     return out.reshape(t.shape)
 
 
-def _symmetric_mse(t, d, m, est):
-    """:func:`_mse_of_distances` of a symmetric (n, n) ``t``, once per pair i <= j (then mirrored).
+def _symmetric_mse(t, h, d, m, est):
+    """:func:`_mse_of` of symmetric (n, n) ``t`` and ``h``, once per pair i <= j (then mirrored).
 
     Row blocks ``[lo, hi)`` take the columns ``j >= lo``: the block's own
     square is computed twice (about n * _CHUNK / (2 n) extra pairs in all),
-    and the result is exactly symmetric.
+    and the result is exactly symmetric. An interpolated MSE is elementwise
+    in t, hence symmetric already: it is evaluated on the whole matrix.
     """
+    if _interpolates(est, t.size):
+        return _mse_of(t, h, d, m, est)
     n = t.shape[0]
     out = np.empty_like(t)
     step = max(1, _CHUNK // n)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        block = _mse_of_distances(t[lo:hi, lo:], d, m, est)
+        block = _mse_of(t[lo:hi, lo:], None if h is None else h[lo:hi, lo:], d, m, est)
         out[lo:hi, lo:] = block
         out[lo:, lo:hi] = block.T
     return out
+
+
+def _entries(x, y, m, est):
+    """``(mse, t)``: the exact MSE of every entry of the (n_x, n_y) Gram matrix, and its |x - y|^2.
+
+    ``y=None``: x with itself, once per pair. Kinds on x - y need the
+    squared distances only; the others (positive) also each pair's
+    ``(|x|^2 + |y|^2) / 2`` of the raw rows (their error is not translation
+    invariant).
+    """
+    t = squared_distances(x, y)
+    h = None
+    if est.kind.on_sum:
+        sq_x = np.einsum("ij,ij->i", x, x)
+        sq_y = sq_x if y is None else np.einsum("ij,ij->i", y, y)
+        h = (sq_x[:, None] + sq_y[None, :]) * 0.5
+    if y is None:
+        return _symmetric_mse(t, h, x.shape[1], m, est), t
+    return _mse_of(t, h, x.shape[1], m, est), t
+
+
+def _kernel_sq_sum(t, gamma):
+    """``sum exp(-2 gamma t)``: the squared Frobenius norm of the Gram matrix (``t`` is overwritten)."""
+    t *= -2.0 * gamma
+    return float(np.exp(t, out=t).sum())
+
+
+def _error_terms(x, kind, ensemble, norms, gamma):
+    """``(V, C, t)``: the (n, n) matrices of every entry's MSE ``V/m + P(m) C/m^2`` at m frequencies.
+
+    Two exact evaluations: m = 1 gives V (one frequency shares no block)
+    and m = d gives ``V/d + (d - 1) C/d``; C = 0 for iid frequencies.
+    """
+    est = estimator(kind, ensemble=ensemble, norms=norms, kernel="gaussian", gamma=gamma,
+                    batch=True)
+    est.exact_mse.require()  # SORF: ValueError with the reason
+    n, d = x.shape
+    check_memory(8 * 6 * n * n, f"the exact error on {n} rows ({n} x {n} entries)")
+    v, t = _entries(x, None, 1, est)
+    c = np.zeros_like(v)
+    if ensemble != "iid" and d > 1:
+        c = (d * _entries(x, None, d, est)[0] - v) / (d - 1.0)
+    return v, c, t
 
 
 class RandomFourierFeatures(RandomFeatures):
@@ -257,14 +368,18 @@ class RandomFourierFeatures(RandomFeatures):
         ``1 / (n_features * X.var())`` of the training X (1.0 if that
         variance is 0), as scikit-learn's ``SVC`` and ``RBFSampler``.
     n_components : int, default 100
-        Output dimension r: r frequencies for ``"offset"``, r/2 for
-        ``"paired"`` (so r must be even there).
-    features : {"offset", "paired"}, default "offset"
+        Output dimension r: r frequencies for ``"offset"`` and
+        ``"positive"``, r/2 for ``"paired"`` (so r must be even there).
+    features : {"offset", "paired", "positive"}, default "offset"
         ``"offset"``: :math:`\sqrt{2/r}\cos(\omega_i \cdot x + b_i)`,
         ``RBFSampler``'s map (rfkernels kind ``"offset"``); ``"paired"``:
         :math:`[\sin, \cos](\omega_i \cdot x) / \sqrt{r/2}` (kind ``"trig"``;
         columns ordered [sin | cos]), which has the smaller error at equal r
-        for iid frequencies (Notes).
+        for iid frequencies (Notes); ``"positive"``:
+        :math:`e^{-|x'|^2}\, e^{\omega_i \cdot x'} / \sqrt{r}` with
+        :math:`x' = \sqrt{2\gamma}\, x` (kind ``"positive"``, FAVOR+ of the
+        rescaled pair), non-negative, whose error depends on x and y and
+        not only on x - y: large away from the origin.
     ensemble : {"iid", "orthogonal", "simplex", "sorf"}, default "iid"
         The frequencies' joint law (:func:`rfkernels.draw_projections`):
         independent; blocks of d orthogonal directions (the last partial);
@@ -392,13 +507,10 @@ class RandomFourierFeatures(RandomFeatures):
 
     # ------------------------------------------------------------ features
 
-    def _kind(self):
-        return "trig" if self.random_offset_ is None else "offset"
-
     def transform(self, X):
         """The features of X: an (n_samples, n_components) float64 array."""
         x = self._checked_input(X)
-        return feature_map(x, self.projections_, self._kind(), phase=self.random_offset_,
+        return feature_map(x, self.projections_, self.kind_, phase=self.random_offset_,
                            kernel="gaussian", gamma=self.gamma_)
 
     def kernel(self, X, Y=None):
@@ -408,15 +520,14 @@ class RandomFourierFeatures(RandomFeatures):
         """
         x = self._checked_input(X)
         y = x if Y is None else self._checked_input(Y, "Y")
-        return estimate(x, y, self.projections_, self._kind(), phase=self.random_offset_,
+        return estimate(x, y, self.projections_, self.kind_, phase=self.random_offset_,
                         kernel="gaussian", gamma=self.gamma_)
 
     def get_feature_names_out(self, input_features=None):
         """Output feature names ``randomfourierfeatures0 .. randomfourierfeatures{r-1}``."""
         if not self.__sklearn_is_fitted__():
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet")
-        m = self.projections_.shape[0]
-        r = m if self._kind() == "offset" else 2 * m
+        r = self.projections_.shape[0] * estimator(self.kind_).kind.features_per_projection
         prefix = type(self).__name__.lower()
         return np.asarray([f"{prefix}{i}" for i in range(r)], dtype=object)
 
@@ -429,8 +540,10 @@ class RandomFourierFeatures(RandomFeatures):
         for the fitted ``gamma_``, dimension, number of frequencies,
         feature map and ensemble, ``ensemble_``), not the error of
         this fitted instance's frequencies. Under the Gaussian kernel the
-        MSE of an entry depends only on :math:`2\gamma |x_i - y_j|^2`, d and
-        m (:func:`rfkernels.theory.exact_mse` with ``kernel="gaussian"``).
+        MSE of an offset or paired entry depends only on
+        :math:`2\gamma |x_i - y_j|^2`, d and m; a positive entry's also on
+        :math:`|x_i|^2 + |y_j|^2` (:func:`rfkernels.theory.exact_mse` with
+        ``kernel="gaussian"``).
 
         Parameters
         ----------
@@ -438,7 +551,8 @@ class RandomFourierFeatures(RandomFeatures):
         Y : array_like of shape (n_y, n_features), optional
             Default X; the matrix is then symmetric and computed once per
             pair i <= j, the diagonal included (x = y: 0 for paired
-            features, 1/(2m) for offset ones).
+            features, 1/(2m) for offset ones, :math:`(e^{|x'|^2} - 1)/m` for
+            positive ones).
 
         Returns
         -------
@@ -471,34 +585,38 @@ class RandomFourierFeatures(RandomFeatures):
         so an entry's absolute error is below about
         :math:`0.34 \cdot 2\gamma \cdot 4\varepsilon (|x_i - c|^2 + |y_j - c|^2)/m`.
 
+        The simplex theory is a quadrature, 10-25 us per pair. For offset
+        and paired features, whose MSE is a smooth function of t alone,
+        more than 4,096 entries are therefore interpolated in t by a
+        Chebyshev series on [0, max t] of degree 64 to 512, accepted only
+        once it is within 1e-12 times the largest MSE of the exact value at
+        both ends and at 32 quantiles of the data's own t (otherwise every
+        entry is computed directly); entries at t = 0 are exact. Positive
+        simplex entries are always computed directly.
+
         Time, best of 3 on 2 shared cores: 1,797 rows of d = 64 (the digits
         data, 1.6e6 distinct pairs, r = 256, ``gamma="scale"``) take
         0.49-0.67 s for iid and orthogonal frequencies, either feature map,
-        on an idle machine (docs/performance.md; up to 1.5 s under load). The simplex theory is a quadrature, 10-20
-        us per pair (about 35 s for the digits).
+        on an idle machine (docs/performance.md; up to 1.5 s under load).
         """
         x = self._checked_input(X)
         y = None if Y is None else self._checked_input(Y, "Y")
-        features = "paired" if self._kind() == "trig" else "offset"
-        est = estimator(self._kind(), ensemble=self.ensemble_, norms=self.norms,
+        est = estimator(self.kind_, ensemble=self.ensemble_, norms=self.norms,
                         kernel="gaussian", gamma=self.gamma_, batch=True)
         est.exact_mse.require()  # SORF: ValueError with the reason
         n_y = x.shape[0] if y is None else y.shape[0]
         size = x.shape[0] * n_y
-        check_memory(8 * 3 * size, f"expected_mse of a ({x.shape[0]}, {n_y}) kernel matrix")
-        t = squared_distances(x, y)
+        check_memory(8 * 4 * size, f"expected_mse of a ({x.shape[0]}, {n_y}) kernel matrix")
         m = self.projections_.shape[0]
-        if y is None:
-            entries = _symmetric_mse(t, x.shape[1], m, est)
-        else:
-            entries = _mse_of_distances(t, x.shape[1], m, est)
+        entries, t = _entries(x, y, m, est)
         t *= -2.0 * self.gamma_
         kernel_sq_sum = float(np.exp(t, out=t).sum())
         mse_sum = float(entries.sum())
-        r = m if features == "offset" else 2 * m
+        features = {kind: name for name, kind in FEATURES.items()}[self.kind_]
         return ExpectedMSE(entries=entries, mse_sum=mse_sum, kernel_sq_sum=kernel_sq_sum,
                            relative_frobenius=mse_sum / kernel_sq_sum, features=features,
-                           ensemble=self.ensemble_, n_components=r, m=m, gamma=self.gamma_)
+                           ensemble=self.ensemble_, n_components=m * est.kind.features_per_projection,
+                           m=m, gamma=self.gamma_)
 
     # ------------------------------------------------------------ budgets
 
@@ -560,24 +678,9 @@ class RandomFourierFeatures(RandomFeatures):
             q = _positive(q, "q")
             if q > 1.0:
                 raise ValueError(f"q must be in (0, 1]; got {q!r}")
-        kind, _, _ = self._checked_params()
-        x = check_samples(X)
-        gamma = _checked_gamma(self.gamma)
-        gamma = _scale_gamma(x) if gamma == "scale" else gamma
-        est = estimator(kind, ensemble=self.ensemble, norms=self.norms, kernel="gaussian",
-                        gamma=gamma, batch=True)
-        est.exact_mse.require()  # SORF: ValueError with the reason
-        n, d = x.shape
-        check_memory(8 * 5 * n * n, f"n_components_for on {n} rows ({n} x {n} entries)")
-        t = squared_distances(x)
-        v = _symmetric_mse(t, d, 1, est)  # m = 1: V (one frequency shares no block)
-        c = np.zeros_like(v)
-        if self.ensemble != "iid" and d > 1:  # m = d: V/d + (d - 1) C / d
-            c = (d * _symmetric_mse(t, d, d, est) - v) / (d - 1.0)
-        per = 2 if kind == "trig" else 1
+        v, c, t, gamma, per, d = self._error_terms(X)
         if criterion == "frobenius":
-            t *= -2.0 * gamma
-            k2 = float(np.exp(t, out=t).sum())
+            k2 = _kernel_sq_sum(t, gamma)
             m = _first_m(float(v.sum()) / k2, float(c.sum()) / k2, d, self.ensemble, target)
         else:
             m = _first_m_quantile(v.reshape(-1), c.reshape(-1), d, self.ensemble, target, q)
@@ -585,3 +688,62 @@ class RandomFourierFeatures(RandomFeatures):
             raise ValueError(f"target={target!r} is not met below n_components={MAX_COMPONENTS} "
                              f"({criterion}); ask for a larger target")
         return per * m
+
+    def gram_error(self, X, n_components=None):
+        r"""The exact Gram-level relative error on X at each output dimension in ``n_components``.
+
+        :math:`E\|\hat K - K\|_F^2 / \|K\|_F^2` of the (n, n) Gram matrix of
+        X, diagonal included (:attr:`ExpectedMSE.relative_frobenius`), for
+        this estimator's ``features``, ``ensemble`` and ``gamma``
+        (``"scale"`` resolved on X); no fit needed, and the whole curve
+        costs two exact evaluations over the pairs, as
+        :meth:`n_components_for` does (its Notes).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+        n_components : int or array_like of int, optional
+            Output dimensions r (even for paired features); default the
+            estimator's ``n_components``.
+
+        Returns
+        -------
+        float or ndarray of float
+            The relative error at each r, shaped as ``n_components``.
+
+        Raises
+        ------
+        ValueError
+            ``ensemble="sorf"`` (no exact value: the reason), an odd r for
+            paired features, bad arguments.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(2).normal(size=(50, 4))
+        >>> rff = RandomFourierFeatures(gamma=0.1, features="paired", ensemble="orthogonal")
+        >>> err = rff.gram_error(X, [8, 64])
+        >>> bool(err[0] > err[1]), bool(np.isclose(err[1], rff.set_params(n_components=64)
+        ...                                     .fit(X).expected_mse(X).relative_frobenius))
+        (True, True)
+        """
+        self._checked_params()
+        r = check_int_array(self.n_components if n_components is None else n_components,
+                            "n_components")
+        per = estimator(FEATURES[self.features]).kind.features_per_projection
+        if np.any(r % per):
+            raise ValueError(f"n_components must be even for features='paired' (r = 2m); got "
+                             f"{n_components!r}")
+        v, c, t, gamma, _, d = self._error_terms(X)
+        k2 = _kernel_sq_sum(t, gamma)
+        out = _error_at(float(v.sum()) / k2, float(c.sum()) / k2, d, self.ensemble, r // per)
+        return float(out) if out.ndim == 0 else out
+
+    def _error_terms(self, X):
+        """``(V, C, t, gamma, outputs per frequency, d)``: :func:`_error_terms` on X for these parameters."""
+        kind, _, _ = self._checked_params()
+        x = check_samples(X)
+        gamma = _checked_gamma(self.gamma)
+        gamma = _scale_gamma(x) if gamma == "scale" else gamma
+        v, c, t = _error_terms(x, kind, self.ensemble, self.norms, gamma)
+        return v, c, t, gamma, estimator(kind).kind.features_per_projection, x.shape[1]

@@ -176,7 +176,7 @@ def test_gamma_scale_failure_leaves_the_fit_unchanged():
 
 
 def test_bad_parameters():
-    with pytest.raises(ValueError, match="features must be one of 'offset', 'paired'; got 'cos'"):
+    with pytest.raises(ValueError, match="features must be one of 'offset', 'paired', 'positive'; got 'cos'"):
         RandomFourierFeatures(features="cos").fit(X)
     with pytest.raises(ValueError, match="n_components must be even for features='paired'"):
         RandomFourierFeatures(n_components=7, features="paired").fit(X)
