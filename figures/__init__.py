@@ -47,6 +47,7 @@ FIGURES = {
     "feature_budget": "feature_budget",
     "beyond": "beyond",
     "gaussian": "gaussian",
+    "real_data": "real_data",
     "bias_audit": "bias_audit",
     "zoo_attention": "zoo_attention",
     "capacity": "capacity",
