@@ -18,6 +18,7 @@ PAGES = {
         "report.md", "diagnosis.json", "diagnosis.csv", "diagnosis_summary.csv", "diagnosis.png")]),
     "presets.rst": (12, 0, []),
     "gaussian.rst": (14, 0, []),
+    "real_data.rst": (6, 0, []),
 }
 
 #: The presets page opens with a one-line snippet naming arrays the reader has: give it some.
