@@ -20,7 +20,7 @@ def _k(a, b, gamma=GAMMA):
 
 @pytest.mark.parametrize("features,ensemble", [("offset", "iid"), ("paired", "orthogonal"),
                                                ("paired", "simplex"), ("positive", "iid"),
-                                               ("positive", "orthogonal")])
+                                               ("positive", "orthogonal"), ("positive", "simplex")])
 def test_gram_error_is_the_expected_mse_at_every_r(x, features, ensemble):
     rff = RandomFourierFeatures(gamma=GAMMA, features=features, ensemble=ensemble)
     r = np.array([2, 6, 10, 24])
@@ -89,3 +89,17 @@ def test_simplex_entries_are_interpolated_to_the_stated_tolerance(x, monkeypatch
     monkeypatch.setattr(fourier, "_INTERPOLATE_ABOVE", 4096)
     monkeypatch.setattr(fourier, "_CHEB_DEGREES", (3,))  # no degree meets the tolerance
     assert np.array_equal(fit.expected_mse(big).entries, ref)  # so every entry is direct
+
+
+def test_interpolated_entries_of_near_duplicate_rows_keep_their_relative_accuracy(monkeypatch):
+    base = np.random.default_rng(6).normal(size=(60, 5))
+    rows = np.vstack([base, base + 1e-4 * np.random.default_rng(7).normal(size=base.shape)])
+    fit = RandomFourierFeatures(gamma=GAMMA, n_components=10, features="paired",
+                                ensemble="simplex", random_state=0).fit(rows)
+    got = fit.expected_mse(rows).entries  # 14,400 entries: interpolated
+    monkeypatch.setattr(fourier, "_INTERPOLATE_ABOVE", 10**9)
+    ref = fit.expected_mse(rows).entries
+    tiny = (ref > 0) & (ref < 1e-12)  # the pairs (i, i + 60): MSE of order 1e-19
+    assert tiny.sum() >= 120
+    assert np.allclose(got[tiny], ref[tiny], rtol=1e-8, atol=0)
+    assert np.allclose(got, ref, rtol=1e-8, atol=0)
