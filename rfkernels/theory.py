@@ -145,6 +145,36 @@ def _check_invariants(geom, what):
     return geom
 
 
+def _checked_geometry(geom):
+    """A user's :class:`Geometry` as broadcast float64 arrays (scalars allowed), checked once.
+
+    The ``*_from_geometry`` entries take it from the user: ``d`` a whole
+    number >= 1, the squared lengths >= 0, no NaN; an infinite one is the
+    overflow :func:`_check_invariants` reports (FloatingPointError).
+    """
+    if not isinstance(geom, Geometry):
+        raise TypeError(f"geom must be a theory.Geometry (d, half_sq, s, t); got {type(geom).__name__}")
+    try:
+        fields = [np.asarray(v, dtype=np.float64) for v in geom]
+    except (TypeError, ValueError):
+        raise TypeError(f"geom's fields must be real numbers or arrays; got {geom!r}") from None
+    for name, v in zip(Geometry._fields, fields):
+        if np.any(np.isnan(v)):
+            raise ValueError(f"geom.{name} holds NaN")
+    try:
+        fields = np.broadcast_arrays(*fields)
+    except ValueError:
+        raise ValueError("the fields of geom do not broadcast against each other: shapes "
+                         f"{[np.shape(v) for v in geom]}") from None
+    out = _check_invariants(Geometry(*(np.array(v) for v in fields)), "geom")  # inf: overflow
+    if np.any(out.d < 1) or np.any(out.d != np.round(out.d)):
+        raise ValueError(f"geom.d must hold whole numbers >= 1; got {geom.d!r}")
+    for name in ("half_sq", "s", "t"):
+        if np.any(getattr(out, name) < 0):
+            raise ValueError(f"geom.{name} is a squared length and must be >= 0")
+    return out
+
+
 def _angle_arguments(d, norm_x, norm_y, angle):
     """Validated, broadcast ``d, norm_x, norm_y, angle`` (see :func:`geometry_from_angle`)."""
     d = check_int_array(d, "d", minimum=1)
@@ -271,6 +301,7 @@ def lemma2_of(geom, m, est, *, log=True):
 def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
     """Lemma 2 of [1]_ for a :class:`Geometry`; see :func:`lemma2_mse`."""
     log = check_bool(log, "log")
+    geom = _checked_geometry(geom)
     est = estimator(kind, norms=norms)
     if not est.lemma2:
         if est.kind.lemma2 is None:
@@ -331,6 +362,7 @@ def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
 def theorem2_bound_from_geometry(geom, m, *, norms="chi", log=False):
     """Theorem 2 of [1]_ for a :class:`Geometry`; see :func:`theorem2_bound`."""
     log = check_bool(log, "log")
+    geom = _checked_geometry(geom)
     est = estimator("positive", ensemble="orthogonal", norms=norms)
     if not est.theorem2:
         raise ValueError(f"norms={norms!r} is not supported by Theorem 2 (it assumes chi norms); "
@@ -382,6 +414,7 @@ def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=Non
                             kernel="softmax", gamma=None):
     """:func:`exact_mse` for a :class:`Geometry` of the unscaled pair (the form sweeps use)."""
     log = check_bool(log, "log")
+    geom = _checked_geometry(geom)
     est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
                     gamma=gamma)
     return exact_log_mse(geom, m, est, log=log)

@@ -393,3 +393,26 @@ def test_complex_degrees_of_freedom_are_refused():
     with pytest.raises(ValueError, match="Complex data not supported"):
         rng.chi_square(key, trials, slots, 4.0 + 1j)
     assert np.all(rng.chi_square(key, trials, slots, 4.0) > 0)
+
+
+def test_geometry_entries_take_scalar_fields_and_refuse_bad_ones():
+    """A user's Geometry may hold plain floats; bad fields get one-line errors, not AttributeError."""
+    import numpy as np
+    import pytest
+
+    from rfkernels import theory
+
+    g = theory.Geometry(16.0, 2.0, 3.0, 1.0)
+    arr = theory.Geometry(*(np.array([v]) for v in g))
+    assert theory.exact_mse_from_geometry(g, 8, "positive") == pytest.approx(
+        theory.exact_mse_from_geometry(arr, 8, "positive")[0], rel=1e-15)
+    assert np.isfinite(theory.lemma2_mse_from_geometry(g, 8, "trig"))
+    assert np.isfinite(theory.theorem2_bound_from_geometry(g, 8))
+    with pytest.raises(ValueError, match="geom.d must hold whole numbers >= 1"):
+        theory.exact_mse_from_geometry(theory.Geometry(0.5, 2.0, 3.0, 1.0), 8, "positive")
+    with pytest.raises(ValueError, match="geom.half_sq is a squared length"):
+        theory.exact_mse_from_geometry(theory.Geometry(16, -2.0, 3.0, 1.0), 8, "positive")
+    with pytest.raises(ValueError, match="do not broadcast"):
+        theory.exact_mse_from_geometry(theory.Geometry(16, [1, 2], [1, 2, 3], 1.0), 8, "trig")
+    with pytest.raises(TypeError, match="geom must be a theory.Geometry"):
+        theory.exact_mse_from_geometry((16, 2, 3, 1), 8, "positive")
