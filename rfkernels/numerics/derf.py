@@ -1,4 +1,4 @@
-r"""Exact second moment and MSE of dense-exponential random features (DERF).
+r"""Exact second moment and MSE of dense-exponential random features (DERF) [1]_.
 
 Theory only (issue 24): no kind is registered here. Pure NumPy/SciPy,
 float64, log space wherever an exponential can overflow. Everything is
@@ -85,8 +85,9 @@ Since :math:`2c + \sigma = 2\log E[f_1 f_2] = 2x\cdot y`, the pair covariance is
 
 and with blocks of sizes :math:`b_j` (blocks of d rows, the last one
 partial, :math:`P = \sum_j b_j(b_j - 1)`) :math:`\mathrm{MSE} = (mV + P\,\mathrm{Cov})/m^2`.
-At OPRF's parameters :math:`\sigma = |x+y|^2` and :math:`e^{2c} = \Lambda^2`:
-OPRF's (A-independent) orthogonal covariance. For a non-isotropic A the
+At OPRF's parameters [2]_ :math:`\sigma = |x+y|^2` and :math:`e^{2c} = \Lambda^2`:
+OPRF's (A-independent) orthogonal covariance; at A = 0, B = I, FAVOR+'s
+[3]_. For a non-isotropic A the
 tilt :math:`e^{2 R^2 e^\top A e}` depends on each row's direction and the
 pair term does not reduce to a radial integral: Monte Carlo only.
 

@@ -43,7 +43,7 @@ and :math:`W = 1/((1-8a)(1-4a))`, so
 
 (the cross term :math:`\operatorname{tr}(P\mu_1\mu_2^\top P^{-1}) = \mu_1\cdot\mu_2`
 is invariant). F does not involve a, so P minimises F and then a is OPRF's
-:math:`A^*(\rho)` (:func:`~rfkernels.numerics.beyond.oprf_optimal_a`) at
+:math:`A^*(\rho)` [2]_ (:func:`~rfkernels.numerics.beyond.oprf_optimal_a`) at
 :math:`\rho = (F_{\min} + 2\mu_1\cdot\mu_2)/d` -- OPRF's own
 :math:`\rho = \overline{|x+y|^2}/d` is the case P = I.
 
@@ -60,7 +60,7 @@ is invariant). F does not involve a, so P minimises F and then a is OPRF's
   :math:`F_{\min} = 2\|M_1^{1/2}M_2^{1/2}\|_*` (sum of singular values). With
   :math:`M_k^{1/2}`'s factors from the data, :math:`x/\sqrt{n_1} = U_1 S_1 V_1^\top`,
   :math:`y/\sqrt{n_2} = U_2 S_2 V_2^\top`, and the SVD
-  :math:`S_1V_1^\top V_2S_2 = U\Sigma V^\top`:
+  :math:`S_1V_1^\top V_2S_2 = U\Sigma V^\top` (the geometric mean [3]_):
 
   .. math::
 
@@ -69,7 +69,7 @@ is invariant). F does not involve a, so P minimises F and then a is OPRF's
       \qquad \rho = \frac{2\operatorname{tr}\Sigma + 2\mu_1\cdot\mu_2}{d}.
 
   P is unique up to a left orthogonal factor, which changes neither the
-  iid nor the orthogonal MSE (|v| is invariant).
+  iid nor the orthogonal MSE (:math:`|v|` is invariant).
 
 Symmetric B (SDERF)
 -------------------
