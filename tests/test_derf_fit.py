@@ -341,3 +341,21 @@ def test_bad_inputs_are_refused():
     p = df.fit_sderf(x, y).params
     with pytest.raises(ValueError, match="d = 3"):
         df.mean_log_moment_ratio(x[:, :2], y[:, :2], p)
+
+
+@pytest.mark.parametrize("kind", ["oprf", "saderf", "sderf"])
+def test_fits_do_not_cancel_when_the_mean_query_and_key_are_large_and_opposite(kind):
+    """The objective equals the brute-force mean of g over all pairs at means of +-1e8 (review).
+
+    ADERF refuses such data: its uncentred second moments are numerically rank one.
+    """
+    from rfkernels.numerics import derf
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(40, 3)) + 1e8
+    y = rng.normal(size=(30, 3)) - 1e8
+    res = df.fit(kind, x, y)
+    brute = np.mean(derf.derf_log_moment_ratio(x[:, None, :], y[None, :, :], res.params))
+    assert res.objective == pytest.approx(brute, rel=1e-6)
+    assert df.mean_pair_square(x, y) == pytest.approx(
+        np.mean(np.sum((x[:, None, :] + y[None, :, :]) ** 2, axis=-1)), rel=1e-6)

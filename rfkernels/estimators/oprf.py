@@ -20,6 +20,7 @@ import numpy as np
 
 from ..numerics import beyond as bt
 from ..numerics import elementary as elem
+from ..numerics.derf_fit import mean_pair_square
 from ..numerics.elementary_numba import exp
 from ..numerics.scalar import scalar
 from ..validation import check_finite
@@ -111,17 +112,15 @@ def fit(x, y):
 
     ``A*`` of :func:`rfkernels.theory.oprf_optimal_a` at
     :math:`\rho = \operatorname{mean}_{i,j} |x_i + y_j|^2 / d`, which needs
-    no pairs: :math:`\overline{|x|^2} + \overline{|y|^2} + 2\,\bar x \cdot \bar y`
-    (means over the rows), O((n + n') d). The inputs are finite float64
-    arrays, already checked (:func:`rfkernels.features.oprf_auto_a` checks them).
+    no pairs (:func:`rfkernels.numerics.derf_fit.mean_pair_square`, the
+    centred form that does not cancel when the means are large and
+    opposite), O((n + n') d). The inputs are finite float64 arrays, already
+    checked (:func:`rfkernels.features.oprf_auto_a` checks them).
     """
-    d = x.shape[1]
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean_sq = np.mean(np.einsum("ij,ij->i", x, x)) + np.mean(np.einsum("ij,ij->i", y, y))
-        rho = (mean_sq + 2.0 * (x.mean(axis=0) @ y.mean(axis=0))) / d
+    rho = mean_pair_square(x, y) / x.shape[1]
     if not np.isfinite(rho):
         raise FloatingPointError("oprf_auto_a: the mean |x + y|^2 overflows float64; rescale the inputs")
-    return {"A": float(bt.oprf_optimal_a(max(float(rho), 0.0)))}  # rho >= 0 up to rounding
+    return {"A": float(bt.oprf_optimal_a(rho))}
 
 
 def log_mse(geom, m, est, vectors=None):

@@ -122,6 +122,9 @@ IDENTITY_TOL = 1e-10
 _SYMMETRY_TOL = 1e-12
 #: Smallest singular value of B_query, relative to its largest, treated as non-zero.
 _SINGULAR_RTOL = 1e-13
+#: The least ``1 - 8 lambda_max`` of a non-isotropic A: its eigenvalues carry a rounding of
+#: about eps |A| from the rotation, which ``1/(1 - 8 lambda)`` amplifies (a float A is exact).
+_GAP_MIN = 1e-8
 ENSEMBLES = ("iid", "orthogonal")
 
 
@@ -212,6 +215,11 @@ def _check_a(A, d):
     if not top < 0.125:
         raise ValueError(f"A must satisfy 8A < I (every eigenvalue below 1/8); "
                          f"its largest eigenvalue is {top!r}")
+    if 1.0 - 8.0 * top < _GAP_MIN:
+        raise ValueError(f"A's largest eigenvalue {top!r} is within {_GAP_MIN / 8:.3g} of 1/8: "
+                         "the second moment's 1/(1 - 8 lambda) would amplify the eigenvalue's "
+                         "rounding (about eps |A|) beyond 1e-7 relative; keep 1 - 8 lambda >= "
+                         f"{_GAP_MIN:g}")
     diag = np.diag(arr)
     iso = bool(np.all(arr == np.diag(diag)) and np.all(diag == diag[0]))
     return arr, (float(diag[0]) if iso else None)
@@ -374,6 +382,15 @@ def _quiet(fn):
     return wrapped
 
 
+def _dot(x, y, what):
+    """``x . y`` (the log of SM), refused where it is not finite (an overflow either way)."""
+    out = np.einsum("...i,...i->...", x, y)
+    if not np.all(np.isfinite(out)):
+        raise FloatingPointError(f"{what}: x . y overflows float64 at some point; the inputs "
+                                 "are too large")
+    return out
+
+
 def _finite(value, what):
     value = np.asarray(value, dtype=np.float64)
     if np.any(np.isnan(value)) or np.any(value == np.inf):
@@ -420,15 +437,7 @@ def derf_log_second_moment(x, y, params):
        Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023.
     """
     x, y = _pair_arrays(x, y, params)
-    d = params.d
-    fac = linalg.cho_factor(np.eye(d) - 8.0 * params.A)
-    logdet8 = 2.0 * float(np.sum(np.log(np.diag(fac[0]))))
-    v = _v(x, y, params)
-    flat = v.reshape(-1, d)
-    quad = np.einsum("ij,ji->i", flat, linalg.cho_solve(fac, flat.T)).reshape(v.shape[:-1])
-    c = (np.einsum("...i,ij,...j->...", x, params.C1, x)
-         + np.einsum("...i,ij,...j->...", y, params.C2, y))
-    out = 4.0 * params.log_D - 0.5 * logdet8 + 2.0 * c + 2.0 * quad
+    out = 2.0 * _dot(x, y, "derf_log_second_moment") + derf_log_moment_ratio(x, y, params)
     return _finite(out, "derf_log_second_moment")
 
 
@@ -455,7 +464,10 @@ def derf_log_moment_ratio(x, y, params):
           + \sum_j \frac{(Q^\top v)_j^2}{(1 - 8\lambda_j)(1 - 4\lambda_j)},
 
     :math:`A = Q\operatorname{diag}(\lambda)Q^\top`: every term is
-    non-negative, so ``g`` has full relative accuracy (module notes).
+    non-negative, so nothing cancels (module notes); the eigenvalues of a
+    non-isotropic A carry a rounding of about eps ``|A|``, which the
+    :math:`1/(1 - 8\lambda)` factors amplify, so such an A is refused
+    within 1e-8 of :math:`8\lambda = 1`.
     This is also the quantity the paper's parameter choice averages (a
     mean log second moment, up to the ``2 x . y`` that does not depend on
     the parameters), not the MSE.
@@ -519,7 +531,7 @@ def derf_log_pair_covariance(x, y, params):
     sigma = _sigma(x, y, params)
     with np.errstate(divide="ignore", under="ignore"):
         lnd = hg.log_neg_chi_diff(sigma / 2.0, float(params.d))
-    return _finite(2.0 * np.einsum("...i,...i->...", x, y) - sigma + lnd,
+    return _finite(2.0 * _dot(x, y, "derf_log_pair_covariance") - sigma + lnd,
                    "derf_log_pair_covariance")
 
 
@@ -597,7 +609,7 @@ def derf_log_mse(x, y, m, params, ensemble="iid"):
     x, y = _pair_arrays(x, y, params)
     m = check_int_array(m, "m")
     g = derf_log_moment_ratio(x, y, params)
-    log_sm2 = 2.0 * np.einsum("...i,...i->...", x, y)
+    log_sm2 = 2.0 * _dot(x, y, "derf_log_mse")
     with np.errstate(divide="ignore"):
         log_ex = np.where(g > 0, cf.log_expm1(np.where(g > 0, g, 1.0)), -np.inf)
     pairs = cf.pairs_in_blocks(m, params.d, ensemble)

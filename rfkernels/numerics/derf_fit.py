@@ -149,6 +149,9 @@ class PopulationMoments:
         Mean query and mean key.
     n_queries, n_keys : int
         n1 and n2.
+    S1, S2 : ndarray, shape (d, d)
+        The covariances :math:`M_k - \mu_k\mu_k^\top`, from the centred rows
+        (not by that difference, which cancels when the means are large).
     """
 
     M1: np.ndarray
@@ -157,6 +160,8 @@ class PopulationMoments:
     mu2: np.ndarray
     n_queries: int
     n_keys: int
+    S1: np.ndarray
+    S2: np.ndarray
 
     @property
     def d(self):
@@ -165,9 +170,13 @@ class PopulationMoments:
 
     @property
     def M3(self):
-        r""":math:`M_3 = \overline{(x_i + y_j)(x_i + y_j)^\top}` over all pairs (symmetric)."""
-        cross = np.outer(self.mu1, self.mu2)
-        return self.M1 + self.M2 + cross + cross.T
+        r""":math:`M_3 = \overline{(x_i + y_j)(x_i + y_j)^\top}` over all pairs (symmetric).
+
+        As :math:`S_1 + S_2 + (\mu_1 + \mu_2)(\mu_1 + \mu_2)^\top`: no
+        cancellation when the mean query and key are large and opposite.
+        """
+        mu = self.mu1 + self.mu2
+        return self.S1 + self.S2 + np.outer(mu, mu)
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,14 +257,34 @@ def population_moments(x, y):
        Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023.
     """
     x, y = _population(x, y)
+    mu1, mu2 = x.mean(axis=0), y.mean(axis=0)
     with np.errstate(over="ignore", invalid="ignore"):
         M1 = x.T @ x / x.shape[0]
         M2 = y.T @ y / y.shape[0]
-    if not (np.all(np.isfinite(M1)) and np.all(np.isfinite(M2))):
+        S1 = (x - mu1).T @ (x - mu1) / x.shape[0]
+        S2 = (y - mu2).T @ (y - mu2) / y.shape[0]
+    if not all(np.all(np.isfinite(v)) for v in (M1, M2, S1, S2)):
         raise FloatingPointError("population_moments: a second moment overflows float64; "
                                  "rescale the inputs")
-    return PopulationMoments(M1=0.5 * (M1 + M1.T), M2=0.5 * (M2 + M2.T), mu1=x.mean(axis=0),
-                             mu2=y.mean(axis=0), n_queries=x.shape[0], n_keys=y.shape[0])
+    return PopulationMoments(M1=0.5 * (M1 + M1.T), M2=0.5 * (M2 + M2.T), mu1=mu1, mu2=mu2,
+                             n_queries=x.shape[0], n_keys=y.shape[0], S1=0.5 * (S1 + S1.T),
+                             S2=0.5 * (S2 + S2.T))
+
+
+def mean_pair_square(x, y):
+    r""":math:`\overline{|x_i + y_j|^2}` over all pairs of rows, without forming the pairs.
+
+    As :math:`\overline{|x - \bar x|^2} + \overline{|y - \bar y|^2} + |\bar x + \bar y|^2`,
+    every term non-negative: the form :math:`\overline{|x|^2} + \overline{|y|^2} +
+    2\bar x\cdot\bar y` cancels when the means are large and opposite (1e-4
+    relative at means of 1e6, everything at 1e8). ``x`` (n1, d), ``y`` (n2, d)
+    finite float64 (checked by the caller); may overflow to inf.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        cx, cy = x - x.mean(axis=0), y - y.mean(axis=0)
+        mean = x.mean(axis=0) + y.mean(axis=0)
+        return float(np.mean(np.einsum("ij,ij->i", cx, cx)) + np.mean(np.einsum("ij,ij->i", cy, cy))
+                     + mean @ mean)
 
 
 def mean_log_moment_ratio(x, y, params):
@@ -303,10 +332,9 @@ def mean_log_moment_ratio(x, y, params):
     with np.errstate(over="ignore", invalid="ignore"):
         t = (x @ params.B1.T @ Q) * s
         u = (y @ params.B2.T @ Q) * s
-        quad = (np.mean(np.einsum("ij,ij->i", t, t)) + np.mean(np.einsum("ij,ij->i", u, u))
-                + 2.0 * float(t.mean(axis=0) @ u.mean(axis=0)))
+        quad = mean_pair_square(t, u)
     det_part = 0.5 * float(np.sum(np.log1p(16.0 * lam**2 / (1.0 - 8.0 * lam))))
-    out = det_part + max(float(quad), 0.0)  # >= 0 exactly; rounding only
+    out = det_part + quad
     if not math.isfinite(out):
         raise FloatingPointError("mean_log_moment_ratio: not representable in float64; "
                                  "rescale the inputs")
@@ -376,7 +404,6 @@ def _isotropic_a(mean_pair_sq, d, kind):
     if not math.isfinite(rho):
         raise FloatingPointError(f"fit_{kind}: the mean |x + y|^2 overflows float64; "
                                  "rescale the inputs")
-    rho = max(rho, 0.0)  # >= 0 exactly; rounding only
     return rho, float(oprf_optimal_a(rho))
 
 
@@ -436,9 +463,7 @@ def fit_oprf(x, y):
     x, y = _population(x, y)
     _refuse_single_pair(x, y, "oprf")
     mom = population_moments(x, y)
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean_sq = np.mean(np.einsum("ij,ij->i", x, x)) + np.mean(np.einsum("ij,ij->i", y, y))
-        rho, a = _isotropic_a(float(mean_sq + 2.0 * (mom.mu1 @ mom.mu2)), mom.d, "oprf")
+    rho, a = _isotropic_a(mean_pair_square(x, y), mom.d, "oprf")
     b = math.sqrt(1.0 - 4.0 * a)
     params = derf.derf_params(a, b * np.eye(mom.d), b * np.eye(mom.d), d=mom.d)
     return _finish("oprf", params, x, y, mom, rho=rho)
@@ -490,7 +515,7 @@ def fit_saderf(x, y):
     r1 = np.sqrt(np.diag(mom.M1))  # column rms of the queries
     r2 = np.sqrt(np.diag(mom.M2))
     psi = np.sqrt(r2 / r1)
-    rho, a = _isotropic_a(2.0 * float(r1 @ r2) + 2.0 * float(mom.mu1 @ mom.mu2), mom.d, "saderf")
+    rho, a = _isotropic_a(mean_pair_square(x * psi, y / psi), mom.d, "saderf")
     b = math.sqrt(1.0 - 4.0 * a)
     params = derf.derf_params(a, b * np.diag(psi), b * np.diag(1.0 / psi), d=mom.d)
     return _finish("saderf", params, x, y, mom, rho=rho, psi=psi)
@@ -567,12 +592,12 @@ def fit_aderf(x, y):
     s1, v1 = _whitening_factor(x, "x", "aderf")
     s2, v2 = _whitening_factor(y, "y", "aderf")
     U, sig, Vt = linalg.svd((s1[:, None] * (v1.T @ v2)) * s2[None, :])
-    rho, a = _isotropic_a(2.0 * float(np.sum(sig)) + 2.0 * float(mom.mu1 @ mom.mu2), mom.d,
-                          "aderf")
-    b = math.sqrt(1.0 - 4.0 * a)
     root = np.sqrt(sig)[:, None]
-    B1 = b * (root * (U.T / s1[None, :])) @ v1.T
-    B2 = b * (root * (Vt / s2[None, :])) @ v2.T
+    P = (root * (U.T / s1[None, :])) @ v1.T  # B1 = b P, B2 = b P^-T
+    P_inv_t = (root * (Vt / s2[None, :])) @ v2.T
+    rho, a = _isotropic_a(mean_pair_square(x @ P.T, y @ P_inv_t.T), mom.d, "aderf")
+    b = math.sqrt(1.0 - 4.0 * a)
+    B1, B2 = b * P, b * P_inv_t
     params = derf.derf_params(a, B1, B2, d=mom.d)
     return _finish("aderf", params, x, y, mom, rho=rho)
 
@@ -676,6 +701,7 @@ __all__ = [
     "fit_oprf",
     "fit_saderf",
     "fit_sderf",
+    "mean_pair_square",
     "mean_log_moment_ratio",
     "mean_log_second_moment",
     "population_moments",
