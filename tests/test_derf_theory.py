@@ -491,3 +491,23 @@ def test_edges_zero_and_overflow():
     assert derf.derf_log_mse(big, big, 4, oprf) > 709
     with pytest.raises(FloatingPointError, match=r"not representable"):
         derf.derf_log_mse(np.full(d, 1e200), np.full(d, 1e200), 1, fav)
+
+
+def test_overflowing_dot_product_and_a_near_one_eighth_are_refused():
+    """x . y = -inf is an overflow, not an MSE of zero; A's top eigenvalue must keep a gap (review)."""
+    from rfkernels.numerics import derf as dm
+
+    p = dm.derf_params(0.05, np.sqrt(0.8) * np.eye(1), d=1)
+    x = np.array([1e200])
+    for call in (lambda: dm.derf_log_mse(x, -x, 4, p),
+                 lambda: dm.derf_log_mse(x, -x, 4, p, ensemble="orthogonal"),
+                 lambda: dm.derf_log_second_moment(x, -x, p),
+                 lambda: dm.derf_log_pair_covariance(x, -x, p)):
+        with pytest.raises(FloatingPointError, match="x . y overflows"):
+            call()
+    q = np.linalg.qr(np.random.default_rng(2).normal(size=(3, 3)))[0]
+    near = q @ np.diag([0.125 * (1 - 1e-12), 0.0, -0.2]) @ q.T
+    with pytest.raises(ValueError, match="within .* of 1/8"):
+        dm.derf_params(near, np.eye(3), d=3)
+    ok = q @ np.diag([0.1, 0.0, -0.2]) @ q.T
+    assert dm.derf_params(ok, np.eye(3), d=3).d == 3
