@@ -21,6 +21,7 @@ import numpy as np
 
 from rfkernels import engine
 from rfkernels.backends import array_namespace, to_numpy
+from rfkernels.estimators.derf import log_features
 from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_phases, draw_projections
 from rfkernels.rng import key_from_seed
@@ -143,12 +144,14 @@ def literal_chunks(s, first=0):
         b = draw_phases(s.m, seed=gen, backend=draw_backend) if s.est.kind.random_phase else None
         return w, b
 
+    if s.est.kind.pair_transform is not None:  # DERF: a query map and a key map
+        estimates, log_estimates = _derf_literal(s, X, Y, xp)
     # pairs sharing one OPRF parameter go through one feature_map call
     groups = [(None, None)]
     if s.kind == "oprf":
         groups = [(a, xp.asarray(np.flatnonzero(np.array(s.a) == a))) for a in dict.fromkeys(s.a)]
 
-    def estimates(w, b):
+    def plain_estimates(w, b):
         if len(groups) == 1:
             a = groups[0][0]
             return xp.sum(feature_map(X, w, s.kind, A=a, phase=b, **target)
@@ -159,7 +162,7 @@ def literal_chunks(s, first=0):
                               * feature_map(Y[idx], w, s.kind, A=a, **target), axis=1)
         return est
 
-    def log_estimates(w, b):
+    def plain_log_estimates(w, b):
         sign, logabs = xp.empty(X.shape[0]), xp.empty(X.shape[0])
         for a, idx in groups:
             xs, ys = (X, Y) if idx is None else (X[idx], Y[idx])
@@ -168,6 +171,8 @@ def literal_chunks(s, first=0):
             sign[sl], logabs[sl] = xp.diagonal(sg), xp.diagonal(la)
         return sign, logabs
 
+    if s.est.kind.pair_transform is None:
+        estimates, log_estimates = plain_estimates, plain_log_estimates
     for _ in range(first):  # skip the trials before `first` (the Generator is sequential)
         draw()
     for start in range(0, s.trials, s.chunk):
@@ -188,6 +193,30 @@ def literal_chunks(s, first=0):
             block[:, j] = est
         for pair in range(X.shape[0]):
             yield pair, n, block[pair], None, xp
+
+
+def _derf_literal(s, X, Y, xp):
+    """``(estimates, log_estimates)`` of a DERF kind: the two maps' log features, per trial's W."""
+    p, c = s.a[0], s.est.scale  # every pair shares the parameters
+    rows = []
+    for Z in (X, Y):
+        z = c * Z if c != 1.0 else Z
+        rows.append((z, s.est.kernel.log_factor(0.5 * xp.sum(z * z, axis=1, keepdims=True))))
+
+    def logs(w):
+        (x, fx), (y, fy) = rows
+        return (log_features(x, w, p, "query", xp, fx) + log_features(y, w, p, "key", xp, fy)
+                - math.log(w.shape[0]))
+
+    def estimates(w, b):
+        return xp.sum(xp.exp(logs(w)), axis=1)
+
+    def log_estimates(w, b):
+        lg = logs(w)
+        top = xp.max(lg, axis=1, keepdims=True)
+        return xp.ones(lg.shape[0]), top[:, 0] + xp.log(xp.sum(xp.exp(lg - top), axis=1))
+
+    return estimates, log_estimates
 
 
 def run(s):
@@ -272,7 +301,8 @@ def _result(s, plan, pair, acc, elapsed):
     below = acc.sq.mean < RESOLUTION**2 and exact != 0.0
     tilt = plan.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
-                          reach(s.est.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair]),
+                          reach(s.est.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair])
+                          if s.est.scalar_law else None,
                           below_resolution=below)
     if tilt is None:
         ess, weight_mean = float(n), 1.0

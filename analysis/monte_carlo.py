@@ -201,13 +201,14 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
 
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
            names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain",
-           kernel="softmax", gamma=None):
+           kernel="softmax", gamma=None, derf=(None, None, None)):
     """Every check, before any work; returns the validated :class:`_Setup`.
 
     ``geometry`` (one pair's :class:`rfkernels.theory.Geometry`) and its
     ``exact`` MSE (None: no closed form) may come from a caller that has
     computed them already (:func:`rfkernels.analysis.comparison.evaluate_point`);
-    the reduced method then needs no vectors (``X = Y = None``).
+    the reduced method then needs no vectors (``X = Y = None``). ``derf`` is
+    ``(B_query, B_key, population)`` of the DERF kinds.
     """
     check_choice(method, "method", METHODS)
     check_choice(backend, "backend", BACKENDS)
@@ -226,7 +227,12 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
                              "its own; leave them out")
         est = kind.with_size(m=m)
     else:
-        est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A, kernel=kernel, gamma=gamma)
+        est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A, kernel=kernel, gamma=gamma,
+                        B_query=derf[0], B_key=derf[1])
+    population = derf[2]
+    if geometry is not None and est.kind.theory_needs_vectors and X is None:
+        raise ValueError(f"kind={est.kind.name!r} depends on x and y themselves, not only on their "
+                         "geometry: pass the vectors")
     if method == "reduced":
         est.reduced.require()
     elif proposal == "tilted":
@@ -246,7 +252,9 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     else:
         Xa = Ya = None
         d, pairs = int(geometry.d), 1
-    est = est.with_size(d=d)
+    est = theory.fit_population(est.with_size(d=d), Xa, Ya, population)
+    if method == "reduced":  # the fitted parameters decide (a non-isotropic A: literal only)
+        est.reduced.require()
     if pairs > engine.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - engine.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
     run_engine = None
@@ -282,6 +290,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             raise FloatingPointError(
                 f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
             )
+        if est.kind.pair_transform is not None and est.scalar_law:  # DERF: OPRF at (x', y')
+            gs = theory.geometry(*est.kind.pair_transform(value, est.scale * Xa[k], est.scale * Ya[k]))
         nm = engine.normalisation_of(est.kind, float(gs.half_sq), float(gs.s), float(gs.t))
         norm.append(nm)
         consts.append(None if run_engine is None else run_engine.constants(value, nm.length))
@@ -289,7 +299,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         if known and not (isinstance(exact, str) and exact == COMPUTE):
             exacts.append(exact)
         elif has_theory:
-            log_exact = float(theory.exact_log_mse(g, est.m, est.for_pair(value)))
+            vectors = None if Xa is None else (Xa[k], Ya[k])
+            log_exact = float(theory.exact_log_mse(g, est.m, est.for_pair(value), vectors=vectors))
             if log_exact > LOG_MAX:
                 raise FloatingPointError(
                     f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
@@ -319,7 +330,8 @@ def _one_pair(x, y):
 
 def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                     backend="numpy", method="reduced", chunk=None, progress=None, A=None,
-                    proposal="auto", kernel="softmax", gamma=None):
+                    proposal="auto", kernel="softmax", gamma=None, B_query=None, B_key=None,
+                    population=None):
     r"""Monte Carlo MSE of an estimator of :math:`SM(x, y) = e^{x \cdot y}`, beside theory.
 
     Parameters
@@ -426,7 +438,8 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     """
     X, Y = _one_pair(x, y)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
-               names=("x", "y"), A=A, proposal=proposal, kernel=kernel, gamma=gamma)
+               names=("x", "y"), A=A, proposal=proposal, kernel=kernel, gamma=gamma,
+               derf=(B_query, B_key, population))
     return run(s)[0]
 
 
@@ -480,7 +493,8 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
 
 def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                           backend="numpy", method="reduced", chunk=None, progress=None, A=None,
-                          proposal="auto", kernel="softmax", gamma=None):
+                          proposal="auto", kernel="softmax", gamma=None, B_query=None, B_key=None,
+                          population=None):
     """:func:`monte_carlo_mse` for the pairs ``(X[k], Y[k])``, k = 0 .. n - 1.
 
     Parameters
@@ -490,6 +504,10 @@ def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials,
     m, kind, ensemble, norms, trials, seed, backend, method, chunk, A, proposal, kernel, gamma
         As in :func:`monte_carlo_mse` (the same for every pair; ``A=None``
         gives each pair its own ``A*``, ``proposal='auto'`` decides per pair).
+    B_query, B_key, population
+        As in :func:`monte_carlo_mse`; the data-fitted DERF kinds are fitted
+        on ``population`` (default: the rows of X and Y, all pairs sharing
+        the fit).
     progress : callable, optional
         ``progress(done, total)`` with ``total = n * trials``.
 
@@ -508,7 +526,7 @@ def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials,
     across pairs; each pair's own statistics are unaffected.
     """
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress, A=A,
-               proposal=proposal, kernel=kernel, gamma=gamma)
+               proposal=proposal, kernel=kernel, gamma=gamma, derf=(B_query, B_key, population))
     return MonteCarloBatch(run(s))
 
 

@@ -45,7 +45,9 @@ import math
 import numpy as np
 
 from .backends import get_array_module
-from .estimators import registry
+from .estimators import estimator, registry
+from .estimators.derf import features as derf_features
+from .estimators.spec import refuse_parameter
 from .pairs import (
     check_memory_pairs,
     check_oprf_a,
@@ -61,6 +63,7 @@ from .softmax import LME_CHUNK, log_softmax_kernel, softmax_kernel
 from .validation import (
     KINDS,
     check_bool,
+    check_choice,
     check_finite,
     check_int,
     check_memory,
@@ -83,6 +86,8 @@ __all__ = [
 #: no variance. Kept apart from the random kinds (:data:`rfkernels.KINDS`), which
 #: are the only ones theory and Monte Carlo code accept.
 FEATURE_MAPS = ("identity", "elu1", "dpfp")
+#: DERF's two maps (:func:`feature_map`'s ``role``).
+ROLES = ("query", "key")
 #: Kinds whose features are non-negative, so that sum normalisation is defined.
 SUM_NORMALIZABLE = ("positive", "hyperbolic", "elu1", "dpfp", "oprf")
 
@@ -289,7 +294,7 @@ def _features(x, w, kind, xp, A=None, phase=None, target=None):
 
 
 def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
-                kernel="softmax", gamma=None):
+                kernel="softmax", gamma=None, B_query=None, B_key=None, role="query"):
     r"""Features φ(X): random features of the softmax kernel, or a deterministic map.
 
     Parameters
@@ -323,6 +328,17 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
     phase : array_like of shape (m,), optional
         The phases :math:`b_i \in [0, 2\pi)` of ``kind="offset"`` (required
         there, refused for the other kinds; :func:`rfkernels.draw_phases`).
+    B_query, B_key : array_like of shape (d, d), optional
+        ``kind="derf"`` (with ``A``, a float or a symmetric (d, d) array,
+        :math:`8A \prec I`): the dense-exponential features
+        :math:`D e^{\omega^\top A\omega + \omega^\top B_k x + x^\top C_k x}/\sqrt m`
+        of :mod:`rfkernels.estimators.derf`; ``B_key`` is derived from the
+        unbiasedness identity when omitted. The data-fitted kinds
+        (``"saderf"``, ``"aderf"``, ``"sderf"``) are fitted first:
+        ``rfkernels.fit_derf(kind, Q, K).keywords`` are these arguments.
+    role : {"query", "key"}, default "query"
+        Which of DERF's two maps (:math:`B_1` queries, :math:`B_2` keys);
+        the other kinds have one map for both and ignore it.
     kernel : {"softmax", "gaussian"}, default "softmax"
         The kernel the random features estimate: ``exp(x·y)``, or
         ``exp(-gamma |x - y|^2)``, whose features are the softmax ones of
@@ -401,6 +417,14 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
        Secretly Fast Weight Programmers", ICML 2021, Sections 4-5.
        https://arxiv.org/abs/2102.11174
     """
+    check_choice(role, "role", ROLES)
+    if isinstance(kind, str) and kind in registry.names("kind") and registry.entry("kind", kind).pair_transform:
+        if nu is not None or sum_normalize or phase is not None:
+            raise ValueError(f"kind={kind!r} takes none of nu, sum_normalize, phase")
+        return _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma)
+    for name, value in (("B_query", B_query), ("B_key", B_key)):
+        if value is not None:
+            refuse_parameter(name, value, kind)
     xp = get_array_module(X) if W is None else get_array_module(X, W)
     deterministic, nu, sum_normalize = check_feature_map(kind, W, nu, sum_normalize, A=A)
     A = None if deterministic else check_oprf_a(kind, A)
@@ -439,6 +463,33 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
             )
     else:
         require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
+    return phi[0] if x1 else phi
+
+
+def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
+    """:func:`feature_map` of a DERF kind: validated, then :func:`rfkernels.estimators.derf.features`."""
+    if registry.entry("kind", kind).population:
+        raise ValueError(f"kind={kind!r} is fitted on a population of queries and keys, not on the "
+                         "rows of one map: fit = rfkernels.fit_derf(kind, Q, K), then "
+                         "feature_map(X, W, 'derf', **fit.keywords, role=...)")
+    xp = get_array_module(X, W)
+    params = estimator(kind, A=A, B_query=B_query, B_key=B_key).params
+    target, scale = check_target(kernel, gamma)
+    x, x1 = check_rows(X, "X", xp)
+    w = check_projections(W, xp)
+    check_same_d([x.shape, w.shape], ["X", "W"])
+    if not hasattr(params, "derf"):  # FAVOR+'s or OPRF's parameters: those kinds, the same bits
+        k = "positive" if params is None else "oprf"
+        return feature_map(X, W, k, A=None if params is None else params.A, kernel=kernel, gamma=gamma)
+    p = params.derf
+    if p.d != x.shape[1]:
+        raise ValueError(f"A, B_query and B_key are ({p.d}, {p.d}) but X has d = {x.shape[1]}")
+    check_memory_pairs(x, None, w, xp)
+    x = scale * x if scale != 1.0 else x
+    shift = target.log_factor(0.5 * xp.sum(x * x, axis=1, keepdims=True))
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        phi = derf_features(x, w, p, role, xp, shift)
+    require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
     return phi[0] if x1 else phi
 
 

@@ -470,7 +470,7 @@ def _folded(geom, log_factor, est):
 
 
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, kernel="softmax",
-              gamma=None):
+              gamma=None, B_query=None, B_key=None, population=None):
     r"""Exact MSE of an estimator, iid, (block-)orthogonal or simplex, chi or fixed norms.
 
     Parameters
@@ -495,7 +495,17 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     A : float or array_like, optional
         The OPRF parameter (< 1/8; ``kind='oprf'`` only), broadcast against
         the batch; default: the optimal ``A*`` of each pair
-        (:func:`oprf_optimal_a`).
+        (:func:`oprf_optimal_a`). For ``kind='derf'``: a float a (aI) or a
+        symmetric (d, d) array, :math:`8A \prec I`, shared by the batch.
+    B_query, B_key : array_like, shape (d, d), optional
+        ``kind='derf'`` only: the query and key maps (``B_key`` derived
+        from :math:`B_q^\top (I - 4A)^{-1} B_k = I` when omitted, checked when
+        given). At FAVOR+'s and OPRF's parameters this is those kinds'
+        exact MSE, the same bits.
+    population : tuple of array_like, optional
+        ``(queries, keys)``, (n, d) and (n', d): where the data-fitted kinds
+        ``'saderf'``, ``'aderf'``, ``'sderf'`` are fitted (default: the rows
+        of x and of y as given; a single pair is refused).
     log : bool
         Return the natural log of the MSE; finite wherever the MSE is
         positive, even far beyond float64's range.
@@ -584,17 +594,39 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     """
     log = check_bool(log, "log")
     est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
-                    gamma=gamma)
+                    gamma=gamma, B_query=B_query, B_key=B_key)
     geom = geometry(x, y)
+    est = fit_population(est, x, y, population)
     return exact_log_mse(geom, m, est, log=log, vectors=np.broadcast_arrays(
         np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)))
 
 
 def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, kernel="softmax",
-                  gamma=None):
+                  gamma=None, B_query=None, B_key=None, population=None):
     """Natural log of :func:`exact_mse`; finite where the MSE overflows float64."""
     return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, A=A, log=True, kernel=kernel,
-                     gamma=gamma)
+                     gamma=gamma, B_query=B_query, B_key=B_key, population=population)
+
+
+def fit_population(est, x, y, population=None):
+    """``est`` fitted on ``population`` (or the rows of x and y) where its kind is data-fitted.
+
+    ``population`` is ``(queries, keys)``; the rows are those given (a
+    broadcast x is not repeated). Other kinds: ``est`` itself, and a
+    population given to them is refused.
+    """
+    if not est.needs_fit:
+        if population is not None:
+            raise ValueError(f"population is where the data-fitted kinds are fitted; "
+                             f"kind={est.kind.name!r} is not one")
+        return est
+    if population is None:
+        population = (x, y)
+    elif not isinstance(population, (tuple, list)) or len(population) != 2:
+        raise ValueError("population must be a pair (queries, keys) of (n, d) arrays")
+    q, k = (check_vectors(v, name).reshape(-1, np.shape(v)[-1])
+            for v, name in zip(population, ("population[0]", "population[1]")))
+    return est.fitted_on(q, k)
 
 
 def oprf_optimal_a(x, y):

@@ -4,7 +4,7 @@ and the frozen, validated :class:`Estimator` every layer passes down.
 - :mod:`.registry`: the axes and their entry types (:class:`Kind`,
   :class:`Ensemble`, :class:`NormLaw`, :class:`TargetKernel`);
 - one module per kind (:mod:`.trig`, :mod:`.positive`, :mod:`.hyperbolic`,
-  :mod:`.oprf`, :mod:`.offset`), the ensembles (:mod:`.ensembles`), the norm laws
+  :mod:`.oprf`, :mod:`.offset`, :mod:`.derf`), the ensembles (:mod:`.ensembles`), the norm laws
   (:mod:`.norms`) and the target kernels (:mod:`.kernels`), each entry
   registering itself on import (here, in this order: the order of
   :func:`names`);
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from . import registry
 from . import trig, positive, hyperbolic, oprf, offset  # noqa: F401  (kinds, in the order of KINDS)
+from . import derf  # noqa: F401  (derf, saderf, aderf, sderf: after KINDS)
 from . import ensembles, kernels, norms  # noqa: F401
 from .registry import (
     Ensemble,

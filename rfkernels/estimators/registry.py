@@ -169,6 +169,25 @@ class Kind:
         is a uniform phase). The engine draws U_i from its own counter
         stream and adds the cosine after the kind's terms (a runtime flag of
         the kernels, which are otherwise those of the kind's ``scalar_terms``).
+    population : bool
+        The parameters are fitted on a population of queries and keys, never
+        given (the DERF kinds ``saderf``, ``aderf``, ``sderf``): entry points
+        fit them with ``fit`` on the data they are given
+        (:meth:`rfkernels.estimators.Estimator.fitted_on`).
+    pair_transform : callable or None
+        ``pair_transform(value, x, y) -> (x', y')``: the pair at which the
+        kind's terms are those of the engine's normalisation (DERF with an
+        isotropic A: OPRF at :math:`(B_1x, B_2y)/\sqrt{1-4a}`); the engine
+        samples the pair ``(x', y')``. None: the pair itself.
+    params_reason : callable or None
+        ``params_reason(params, ensemble, what) -> str or None``: why these
+        parameters have no exact theory (``what='theory'``) or no reduced
+        sampler (``'reduced'``), beyond the ensemble's and norm law's reasons.
+    dispatch : callable or None
+        ``dispatch(params) -> (kind, {name: value}) or None``: parameters at
+        which the kind *is* another registered kind (DERF at FAVOR+'s or
+        OPRF's); :func:`rfkernels.estimators.estimator` returns that kind, so
+        the same bits follow.
     """
 
     name: str
@@ -194,6 +213,10 @@ class Kind:
     check_params: Callable = _no_params
     fit: Optional[Callable] = None
     random_phase: bool = False
+    population: bool = False
+    pair_transform: Optional[Callable] = None
+    params_reason: Optional[Callable] = None
+    dispatch: Optional[Callable] = None
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,14 @@ class Estimator:
             reason = f"no closed form for kind={self.kind.name!r} (Monte Carlo only)"
         if reason is None:
             reason = self.kind.theory_reason(self.ensemble, self.norms)
+        if reason is None:
+            reason = self._params_reason("theory")
         return Capability(reason)
+
+    def _params_reason(self, what):
+        if self.kind.params_reason is None:
+            return None
+        return self.kind.params_reason(self.params, self.ensemble, what)
 
     @property
     def lemma2(self):
@@ -124,7 +131,16 @@ class Estimator:
     @property
     def reduced(self):
         """The reduced Monte Carlo engine samples it (``method='reduced'``)."""
-        return Capability(self.ensemble.reduced_reason)
+        return Capability(self.ensemble.reduced_reason) if self.ensemble.reduced_reason else self.scalar_law
+
+    @property
+    def scalar_law(self):
+        """Each term depends on its row through the scalar projection (and norm) only.
+
+        False for a DERF with a non-isotropic A (its tilt reads the row's
+        direction): no reduced sampler, no tilt, no tail reach.
+        """
+        return Capability(self._params_reason("reduced"))
 
     @property
     def tilted(self):
@@ -160,11 +176,28 @@ class Estimator:
     def with_size(self, m=None, d=None):
         """The same estimator at ``m`` projections in dimension ``d`` (only the sizes are checked)."""
         m, d = check_sizes(self.ensemble, self.m if m is None else m, self.d if d is None else d)
+        _check_params_d(self.params, d)
         return replace(self, m=m, d=d)
 
     def for_pair(self, value):
         """The same estimator with the kind's parameters fixed to one pair's ``value`` (:attr:`Kind.resolve`)."""
         return replace(self, params=self.kind.fixed_params(value)) if self.kind.param_names else self
+
+    @property
+    def needs_fit(self):
+        """A data-fitted kind (:attr:`Kind.population`) not fitted yet."""
+        return self.kind.population and getattr(self.params, "derf", None) is None
+
+    def fitted_on(self, x, y):
+        """The same estimator with the kind fitted on queries ``x`` (n, d) and keys ``y`` (n', d).
+
+        Only for a data-fitted kind (:attr:`Kind.population`); the inputs are
+        finite float64 arrays, checked by the caller. The fit refuses a single
+        pair (its optimum is degenerate there).
+        """
+        values = self.kind.fit(x, y)
+        params = registry.entry("kind", "derf").check_params(values, batch=False)
+        return replace(self, params=params).with_size(d=x.shape[1])
 
     def describe(self):
         """A dict of the choices (names and sizes), as results and JSON record them."""
@@ -218,8 +251,20 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
     if params is None:
         params = k.check_params({n_: v for n_, v in given.items() if n_ in k.param_names},
                                 batch=batch)
+        target = None if k.dispatch is None else k.dispatch(params)
+        if target is not None:  # the parameters of another kind (DERF at OPRF's): that kind
+            k = registry.entry("kind", target[0])
+            params = k.check_params(target[1], batch=batch)
     m, d = check_sizes(e, m, d)
+    _check_params_d(params, d)
     return Estimator(k, e, n, t, params, m, d, kernel_params)
+
+
+def _check_params_d(params, d):
+    own = getattr(params, "d", None)
+    if d is not None and own is not None and own != d:
+        raise ValueError(f"the kind's parameters are (d, d) = ({own}, {own}) arrays but the "
+                         f"inputs have d = {d}")
 
 
 def check_sizes(ensemble, m, d):
