@@ -187,13 +187,20 @@ class _Plan:
 
 
 def attention_kinds():
-    """The registered kinds attention takes: all but those with a random phase (offset)."""
-    return tuple(k for k in registry.names("kind") if not registry.entry("kind", k).random_phase)
+    """The registered kinds diagnose takes: all but those with a random phase (offset) and DERF's.
+
+    The DERF kinds (their matrices are fitted per head) are not diagnosed yet.
+    """
+    return tuple(k for k in registry.names("kind") if not registry.entry("kind", k).random_phase
+                 and registry.entry("kind", k).pair_transform is None)
 
 
 def _grid_checks(plan):
     """Every kind x ensemble x m must exist at this d (the registry's own errors), before any work."""
     for kind in plan.kinds:
+        if registry.entry("kind", kind).pair_transform is not None:
+            raise ValueError(f"kinds: {kind!r} is a DERF kind, which diagnose does not take yet; "
+                             "use favor_attention(Q, K, V, W, kind) on the head")
         if kind not in attention_kinds():
             raise ValueError(f"kinds: {kind!r} has random phases drawn with W (a Gaussian-kernel "
                              f"map) and attention does not take it; use 'trig', its paired form")

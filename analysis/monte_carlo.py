@@ -373,6 +373,15 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         The OPRF parameter (< 1/8; ``kind='oprf'`` only), used by the
         feature maps and the exact MSE; default: the pair's optimal ``A*``
         (:func:`rfkernels.theory.oprf_optimal_a`).
+    B_query, B_key : array_like of shape (d, d), optional
+        ``kind='derf'`` (with ``A`` a float or a symmetric (d, d) array):
+        :func:`rfkernels.theory.exact_mse`'s. An isotropic ``A = aI`` runs
+        OPRF's reduced sampler at :math:`(B_1x, B_2y)/\sqrt{1 - 4a}`; a
+        dense A needs ``method='literal'``.
+    population : tuple of array_like, optional
+        ``(queries, keys)`` where the data-fitted kinds ``'saderf'``,
+        ``'aderf'``, ``'sderf'`` are fitted; required for one pair (a fit on a
+        single pair is degenerate and refused).
     proposal : {'auto', 'plain', 'tilted'}, default 'auto'
         Law the trials are drawn from (see the module notes): the plain law,
         the tilted importance-sampling proposal with exact weights (reduced
@@ -532,12 +541,12 @@ def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials,
 
 def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                     backend="numpy", method="reduced", start=0, A=None, kernel="softmax",
-                    gamma=None):
+                    gamma=None, B_query=None, B_key=None, population=None):
     """The per-trial estimates of SM that :func:`monte_carlo_mse` averages over (plain proposal).
 
     Parameters
     ----------
-    x, y, m, kind, ensemble, norms, seed, backend, method, A, kernel, gamma
+    x, y, m, kind, ensemble, norms, seed, backend, method, A, kernel, gamma, B_query, B_key, population
         As in :func:`monte_carlo_mse`.
     trials : int
         How many estimates, >= 2.
@@ -554,7 +563,8 @@ def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     X, Y = _one_pair(x, y)
     start = check_int(start, "start", minimum=0)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, None, None,
-               names=("x", "y"), keep_all=True, A=A, kernel=kernel, gamma=gamma)
+               names=("x", "y"), keep_all=True, A=A, kernel=kernel, gamma=gamma,
+               derf=(B_query, B_key, population))
     if start + s.trials > engine.MAX_TRIALS:
         raise ValueError(f"start + trials must be at most 2**{engine.PAIR_SHIFT}")
     chunks = reduced_chunks(s, first=start) if s.method == "reduced" else literal_chunks(s, start)

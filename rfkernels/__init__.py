@@ -8,7 +8,9 @@ the counter-based generator (:mod:`rfkernels.rng`), and a scikit-learn style
 transformer (:class:`RandomFeatures`). Beyond the paper: optimal positive
 features (kind ``"oprf"``), simplex and SORF ensembles (``docs/beyond.rst``); the
 Gaussian kernel (``kernel="gaussian"``), random-offset features (kind
-``"offset"``, :func:`draw_phases`) and :class:`RandomFourierFeatures` (``docs/gaussian.rst``).
+``"offset"``, :func:`draw_phases`) and :class:`RandomFourierFeatures` (``docs/gaussian.rst``);
+dense-exponential features (kinds ``"derf"``, ``"saderf"``, ``"aderf"``, ``"sderf"``,
+:func:`fit_derf`, ``docs/derf.rst``).
 The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
 identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
@@ -26,6 +28,7 @@ from .features import FEATURE_MAPS, feature_dimension
 from .transformer import RandomFeatures
 from .fourier import RandomFourierFeatures
 
+from .numerics.derf_fit import fit as fit_derf
 from .version import __version__
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "estimate",
     "favor_attention",
     "feature_map",
+    "fit_derf",
     "log_estimate",
     "log_softmax_kernel",
     "pair",

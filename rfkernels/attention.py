@@ -59,13 +59,15 @@ from .features import (
     feature_map,
     oprf_auto_a,
 )
-from .estimators.registry import check_kind, entry as registry_entry
+from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
+from .estimators import estimator
+from .estimators.derf import attention_inputs
+from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
 from .presets import KeyState, check_preset, preset_attention, query_features
 from .validation import (
     KINDS,
     check_bool,
     check_choice,
-    check_finite,
     check_int,
     check_memory,
     check_same_d,
@@ -154,57 +156,6 @@ class AttentionResult:
     stabiliser_share: Any = None
 
 
-# --------------------------------------------------------------- validation
-
-
-def _matrix(value, name, shape_text, xp):
-    arr = check_finite(value, name, xp)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array of shape {shape_text}; got shape {arr.shape}")
-    if arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(
-            f"{name} must have at least one row and one column, shape {shape_text}; "
-            f"got shape {arr.shape}"
-        )
-    return arr
-
-
-def _check_squared_norms(a, name, letter, xp, caller="favor_attention"):
-    """Largest row norm of ``a``; refuses rows whose squared norm overflows float64."""
-    with np.errstate(over="ignore"):
-        sq = xp.sum(a * a, axis=1)
-    bad = ~xp.isfinite(sq)
-    if bool(xp.any(bad)):
-        rows = to_numpy(xp.nonzero(bad)[0])
-        shown = ", ".join(str(int(i)) for i in rows[:10]) + (", ..." if rows.size > 10 else "")
-        raise FloatingPointError(
-            f"{caller}: |{letter}|^2 overflows float64 for {rows.size} row(s) of {name} "
-            f"(rows {shown}; entries beyond about 1e154). Every feature map needs "
-            f"|{letter}|^2/2 (exp(+-w.{letter} - |{letter}|^2/2), or exp(|{letter}|^2/2) for "
-            "trig), so FAVOR cannot represent these rows; rescale Q and K"
-        )
-    return float(xp.sqrt(xp.max(sq)))
-
-
-def _check_qkv(Q, K, V, causal, xp):
-    """Validate the shared arguments of both attentions; returns (q, k, v, causal)."""
-    causal = check_bool(causal, "causal")
-    q = _matrix(Q, "Q", "(L, d)", xp)
-    k = _matrix(K, "K", "(L_k, d)", xp)
-    v = _matrix(V, "V", "(L_k, d_v)", xp)
-    check_same_d([q.shape, k.shape], ["Q", "K"])
-    if v.shape[0] != k.shape[0]:
-        raise ValueError(
-            f"V must have one row per key: K has L_k={k.shape[0]} rows, V has {v.shape[0]}"
-        )
-    if causal and q.shape[0] != k.shape[0]:
-        raise ValueError(
-            f"causal attention needs as many queries as keys: Q has L={q.shape[0]} rows, "
-            f"K has L_k={k.shape[0]}"
-        )
-    return q, k, v, causal
-
-
 # --------------------------------------------------------------- exact reference
 
 
@@ -262,7 +213,7 @@ def softmax_attention(Q, K, V, *, causal=False, block_size=None):
        ICLR 2021, Section 2.1. https://arxiv.org/abs/2009.14794
     """
     xp = get_array_module(Q, K, V)
-    q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
+    q, k, v, causal = check_qkv(Q, K, V, causal, xp)
     n_rows, n_keys = q.shape[0], k.shape[0]
     if block_size is None:
         block = max(1, SOFTMAX_BLOCK_ELEMENTS // n_keys)
@@ -295,7 +246,7 @@ def softmax_attention(Q, K, V, *, causal=False, block_size=None):
 
 def favor_attention(
     Q, K, V, W, kind, *, A=None, causal=False, stabilize=True, nonpositive="nan", block_size=None,
-    preset="rfkernels",
+    preset="rfkernels", B_query=None, B_key=None,
 ):
     r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
 
@@ -454,6 +405,10 @@ def favor_attention(
             f"for the deterministic map {kind!r} use linear_attention(Q, K, V, None, {kind!r})"
         )
     check_kind(kind)
+    if registry_entry("kind", kind).pair_transform is not None:  # DERF: OPRF on (q', k')
+        check_choice(preset, "preset", ("rfkernels",))
+        return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, causal=causal, stabilize=stabilize,
+                               nonpositive=nonpositive, block_size=block_size)
     entry = check_preset(preset, kind, causal is True)
     if entry.name != "rfkernels":
         if stabilize is not True:
@@ -467,7 +422,7 @@ def favor_attention(
 
 def linear_attention(
     Q, K, V, W, kind, *, nu=None, A=None, normalization="attention", causal=False,
-    stabilize=True, nonpositive="nan", block_size=None,
+    stabilize=True, nonpositive="nan", block_size=None, B_query=None, B_key=None,
 ):
     r"""Linear attention with any feature map, bidirectional or causal.
 
@@ -562,8 +517,32 @@ def linear_attention(
        Secretly Fast Weight Programmers", ICML 2021, Sections 4-5.
        https://arxiv.org/abs/2102.11174
     """
+    if isinstance(kind, str) and kind in registry_names("kind") and \
+            registry_entry("kind", kind).pair_transform is not None:
+        if nu is not None:
+            raise ValueError(f"nu is the parameter of kind='dpfp' only; got nu={nu!r} with kind={kind!r}")
+        return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, normalization=normalization,
+                               causal=causal, stabilize=stabilize, nonpositive=nonpositive,
+                               block_size=block_size, caller="linear_attention")
     return _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize,
                              nonpositive, block_size, "linear_attention", A)
+
+
+def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="attention", causal=False,
+                    stabilize=True, nonpositive="nan", block_size=None, caller="favor_attention"):
+    """A DERF kind's attention: fitted on Q and K (data-fitted kinds), then OPRF's on (q', k')."""
+    xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
+    q, k, _, _ = check_qkv(Q, K, V, causal, xp)
+    est = estimator(kind, A=A, B_query=B_query, B_key=B_key).with_size(d=q.shape[1])
+    if est.needs_fit:
+        est = est.fitted_on(to_numpy(q), to_numpy(k))
+    if est.kind.pair_transform is None:  # FAVOR+'s or OPRF's parameters: that kind, the same bits
+        q, k, a, label = q, k, getattr(est.params, "A", None), est.kind.name
+    else:
+        (q, k, a), label = attention_inputs(est, q, k, xp), kind
+    res = _linear_attention(q, k, V, W, "oprf" if a is not None else "positive", None, normalization,
+                            causal, stabilize, nonpositive, block_size, caller, a)
+    return replace(res, kind=label)
 
 
 class _Features:
@@ -607,7 +586,7 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
                          "phases drawn with W, for the Gaussian kernel: rfkernels.feature_map); "
                          "for attention use 'trig', its paired form")
     check_choice(normalization, "normalization", NORMALIZATIONS)
-    q, k, v, causal = _check_qkv(Q, K, V, causal, xp)
+    q, k, v, causal = check_qkv(Q, K, V, causal, xp)
     stabilize = check_bool(stabilize, "stabilize")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
     check_feature_map(kind, W, nu, normalization == "sum", q.shape[1], A=A)  # nu <= 2d - 1; sum-normalisable
@@ -619,11 +598,11 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
         w = None
         r = feature_dimension(kind, q.shape[1], nu=nu)
     else:
-        w = _matrix(W, "W", "(m, d)", xp)
+        w = check_matrix_xp(W, "W", "(m, d)", xp)
         check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
         r = feature_dimension(kind, q.shape[1], m=w.shape[0])
-        longest = max(_check_squared_norms(q, "Q", "q", xp, caller),
-                      _check_squared_norms(k, "K", "k", xp, caller))
+        longest = max(check_squared_norms(q, "Q", "q", xp, caller),
+                      check_squared_norms(k, "K", "k", xp, caller))
         with np.errstate(over="ignore"):
             reach = longest * float(xp.sqrt(xp.max(xp.sum(w * w, axis=1))))
         if reach > 1e300:  # |w.q| <= |w||q|: the projections may overflow

@@ -164,6 +164,15 @@ def _simulated():
             == runs[1].to_dict() | {"elapsed_s": 0, "backend": ""},
         }
     found["tilted_api"] = tilted_api
+    # issue 24: an isotropic DERF runs OPRF's kernel at (B1 x, B2 y)/sqrt(1 - 4a); SADERF fitted
+    derf_api = {}
+    derf = dict(A=0.05, B_query=np.diag([1.2, 0.9, 1.0]))
+    for ens in ("iid", "orthogonal"):
+        opts = dict(ensemble=ens, trials=300, seed=5, proposal="plain", **derf)
+        runs = [monte_carlo_mse(x, y, 4, "derf", backend=b, **opts) for b in ("cupy", "numba", "numpy")]
+        derf_api[ens] = [runs[0].to_dict() | {"elapsed_s": 0, "backend": ""}
+                         == r.to_dict() | {"elapsed_s": 0, "backend": ""} for r in runs[1:]]
+    found["derf_api"] = derf_api
     return found
 
 
@@ -215,6 +224,14 @@ def test_simulated_monte_carlo_mse_tilted_on_cupy_equals_numba(simulated):
     for case, found in simulated["tilted_api"].items():
         assert found["proposal"] == "tilted", case
         assert found["result_equal"], case
+
+
+@needs_numba_cuda
+def test_simulated_monte_carlo_mse_derf_on_cupy_equals_numba_and_numpy(simulated):
+    """Issue 24: DERF (isotropic A) on the simulated GPU kernel, the same result as Numba and NumPy."""
+    assert set(simulated["derf_api"]) == {"iid", "orthogonal"}
+    for ens, equal in simulated["derf_api"].items():
+        assert equal == [True, True], ens
 
 
 @needs_numba_cuda

@@ -195,9 +195,7 @@ def dispatch(params):
 
 def _fit(name):
     def fit(x, y):
-        res = derf_fit.fit(name, x, y)
-        p = res.params
-        return {"A": p.a if p.isotropic else p.A, "B_query": p.B1, "B_key": p.B2}
+        return derf_fit.fit(name, x, y).keywords
     fit.__doc__ = (f"Kind {name!r} fitted on queries ``x`` (n, d) and keys ``y`` (n', d): "
                    ":func:`rfkernels.numerics.derf_fit.fit`.")
     return fit
@@ -228,3 +226,23 @@ for _name in DERF_KINDS:
         dispatch=None if _fitted else dispatch,
     ))
 del _name, _fitted
+
+
+ATTENTION_REASON = ("attention with a non-isotropic A (kind 'sderf', or 'derf' with a dense A) is "
+                    "not implemented: its key features carry the per-row factor e^{x^T C_2 x} "
+                    "that the stabilised sums would need; use feature_map(..., role='query'/'key')")
+
+
+def attention_inputs(est, q, k, xp):
+    """``(q', k', a)``: an isotropic DERF's attention is OPRF's (A = a) on ``q'``, ``k'``.
+
+    ``q' = q B_1^T / sqrt(1 - 4a)``, ``k' = k B_2^T / sqrt(1 - 4a)``: the
+    features are OPRF's of these rows exactly (see the module notes), and
+    :math:`q'\\cdot k' = q \\cdot k` by the identity, so the attention is the
+    same estimate of the same softmax attention.
+    """
+    p = params_of(est.params)
+    if not p.isotropic:
+        raise ValueError(ATTENTION_REASON)
+    beta = math.sqrt(1.0 - 4.0 * p.a)
+    return (q @ xp.asarray(p.B1.T)) / beta, (k @ xp.asarray(p.B2.T)) / beta, p.a

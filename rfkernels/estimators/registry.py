@@ -177,7 +177,7 @@ class Kind:
     pair_transform : callable or None
         ``pair_transform(value, x, y) -> (x', y')``: the pair at which the
         kind's terms are those of the engine's normalisation (DERF with an
-        isotropic A: OPRF at :math:`(B_1x, B_2y)/\sqrt{1-4a}`); the engine
+        isotropic A: OPRF at (B_1 x, B_2 y) / sqrt(1 - 4a)); the engine
         samples the pair ``(x', y')``. None: the pair itself.
     params_reason : callable or None
         ``params_reason(params, ensemble, what) -> str or None``: why these

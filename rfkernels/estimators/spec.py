@@ -214,8 +214,11 @@ def refuse_parameter(name, value, kind, kernel="softmax"):
     owners = [f"kind={k.name!r}" for k in registry.entries("kind") if name in k.param_names]
     owners += [f"kernel={t.name!r}" for t in registry.entries("kernel") if name in t.param_names]
     owner = " or ".join(owners) or "no kind"
+    if getattr(value, "ndim", 0):  # an array: its shape, not its entries
+        value = f"<array of shape {value.shape}>"
     given = f"kernel={kernel!r}" if any(o.startswith("kernel=") for o in owners) else f"kind={kind!r}"
-    raise ValueError(f"{name} is the parameter of {owner} only; got {name}={value!r} with {given}")
+    shown = value if isinstance(value, str) and value.startswith("<array") else repr(value)
+    raise ValueError(f"{name} is the parameter of {owner} only; got {name}={shown} with {given}")
 
 
 def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=None,

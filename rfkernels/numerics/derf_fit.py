@@ -203,6 +203,10 @@ class DERFFit:
         keys to :math:`\Psi^{-1}y`); None otherwise.
     moments : PopulationMoments
         The population's moments the fit used.
+    keywords : dict
+        ``{"A", "B_query", "B_key"}``: the fit as the keyword arguments of
+        kind ``'derf'`` (``A`` a float where it is isotropic), e.g.
+        ``feature_map(X, W, "derf", **fit.keywords, role="key")``.
     """
 
     kind: str
@@ -212,6 +216,11 @@ class DERFFit:
     rho: float | None
     psi: np.ndarray | None
     moments: PopulationMoments
+
+    @property
+    def keywords(self):
+        p = self.params
+        return {"A": p.a if p.isotropic else p.A, "B_query": p.B1, "B_key": p.B2}
 
 
 def _population(x, y):

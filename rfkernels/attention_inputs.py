@@ -1,0 +1,59 @@
+"""The checks of attention's inputs Q, K, V (and W), shared by its entry points."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .backends import to_numpy
+from .validation import check_bool, check_finite, check_same_d
+
+__all__ = ["check_matrix_xp", "check_qkv", "check_squared_norms"]
+
+
+def check_matrix_xp(value, name, shape_text, xp):
+    """A finite 2-D array (of ``xp``) with at least one row and one column."""
+    arr = check_finite(value, name, xp)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape {shape_text}; got shape {arr.shape}")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(
+            f"{name} must have at least one row and one column, shape {shape_text}; "
+            f"got shape {arr.shape}"
+        )
+    return arr
+
+
+def check_squared_norms(a, name, letter, xp, caller="favor_attention"):
+    """Largest row norm of ``a``; refuses rows whose squared norm overflows float64."""
+    with np.errstate(over="ignore"):
+        sq = xp.sum(a * a, axis=1)
+    bad = ~xp.isfinite(sq)
+    if bool(xp.any(bad)):
+        rows = to_numpy(xp.nonzero(bad)[0])
+        shown = ", ".join(str(int(i)) for i in rows[:10]) + (", ..." if rows.size > 10 else "")
+        raise FloatingPointError(
+            f"{caller}: |{letter}|^2 overflows float64 for {rows.size} row(s) of {name} "
+            f"(rows {shown}; entries beyond about 1e154). Every feature map needs "
+            f"|{letter}|^2/2 (exp(+-w.{letter} - |{letter}|^2/2), or exp(|{letter}|^2/2) for "
+            "trig), so FAVOR cannot represent these rows; rescale Q and K"
+        )
+    return float(xp.sqrt(xp.max(sq)))
+
+
+def check_qkv(Q, K, V, causal, xp):
+    """Validate the shared arguments of both attentions; returns (q, k, v, causal)."""
+    causal = check_bool(causal, "causal")
+    q = check_matrix_xp(Q, "Q", "(L, d)", xp)
+    k = check_matrix_xp(K, "K", "(L_k, d)", xp)
+    v = check_matrix_xp(V, "V", "(L_k, d_v)", xp)
+    check_same_d([q.shape, k.shape], ["Q", "K"])
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(
+            f"V must have one row per key: K has L_k={k.shape[0]} rows, V has {v.shape[0]}"
+        )
+    if causal and q.shape[0] != k.shape[0]:
+        raise ValueError(
+            f"causal attention needs as many queries as keys: Q has L={q.shape[0]} rows, "
+            f"K has L_k={k.shape[0]}"
+        )
+    return q, k, v, causal
