@@ -654,7 +654,9 @@ def elu1(x, dtype, form="accurate"):
     spacing, :math:`x \lesssim -(p + 1)\log 2`. Measured by bisection
     (:func:`elu1_naive_zero`; x is rounded to the dtype first), the naive
     form is 0 for every x <= -6.234 in bfloat16, below -8.316 in float16,
-    below -17.329 in float32 and below -37.430 in float64. In bfloat16 at
+    below -17.3 in float32 (-17.329 with a correctly rounded float32
+    expm1; NumPy 2.4.6's, faithful but not correctly rounded, gives
+    -17.318) and below -37.430 in float64. In bfloat16 at
     x = -8 it gives exactly 0, the accurate form 3.357e-4 (true
     :math:`e^{-8} = 3.3546 \times 10^{-4}`). The accurate form is 0 only
     where :math:`e^x` underflows (below about ``log_tiny - log 2`` of

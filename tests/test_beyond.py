@@ -220,9 +220,9 @@ def test_oprf_a_is_checked():
         feature_map(X, W, "oprf", A=0.125)
     with pytest.raises(ValueError, match="'auto'"):
         feature_map(X, W, "oprf", A="best")
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         feature_map(X, W, "positive", A=-0.1)
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         log_estimate(X, X, W, "trig", A=-0.1)
     with pytest.raises(ValueError, match="one number"):
         feature_map(X, W, "oprf", A=[-0.1, -0.2])
@@ -252,7 +252,7 @@ def test_theory_wiring():
                                rtol=1e-13)
     np.testing.assert_allclose(theory.log_exact_mse(x, y, 4, "oprf", A=-0.1),
                                np.log(theory.exact_mse(x, y, 4, "oprf", A=-0.1)), rtol=1e-14)
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         theory.exact_mse(x, y, 4, "positive", A=-0.1)
     with pytest.raises(ValueError, match="beyond the paper"):
         theory.lemma2_mse(x, y, 4, "oprf")
@@ -323,7 +323,7 @@ def test_literal_monte_carlo_new_kinds_and_ensembles():
     fixed = monte_carlo_mse(x, y, 4, "positive", ensemble="simplex", norms="fixed", trials=2000,
                             method="literal")
     assert fixed.mse_exact is None
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         monte_carlo_mse(x, y, 4, "positive", trials=100, method="literal", A=-0.1)
     with pytest.raises(ValueError, match="d >= 2"):
         monte_carlo_mse([0.5], [0.3], 2, "positive", ensemble="simplex", trials=100, method="literal")

@@ -95,9 +95,9 @@ def test_oprf_attention_a_validated_before_work():
         favor_attention(Q, K, V, W, "oprf", A=0.2)
     with pytest.raises(ValueError, match="'auto'"):
         favor_attention(Q, K, V, W, "oprf", A="best")
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         favor_attention(Q, K, V, W, "positive", A=-0.1)
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         linear_attention(Q, K, V, None, "elu1", A=-0.1)
     assert favor_attention(Q, K, V, W, "positive").A is None
 

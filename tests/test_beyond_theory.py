@@ -433,7 +433,7 @@ def test_bad_input():
         theory.exact_mse_from_geometry(g, 2, "oprf", A=0.125)
     with pytest.raises(ValueError, match="A must be finite"):
         theory.exact_mse_from_geometry(g, 2, "oprf", A=np.nan)
-    with pytest.raises(ValueError, match="A is the parameter of kind='oprf' only"):
+    with pytest.raises(ValueError, match="A is the parameter of kind='oprf' or kind='derf' only"):
         theory.exact_mse_from_geometry(g, 2, "positive", ensemble="simplex", A=-0.1)
     with pytest.raises(ValueError, match="kind must be one of"):
         theory.exact_mse_from_geometry(g, 2, "gauss", ensemble="simplex")

@@ -207,8 +207,9 @@ def six_heads():
 
 def test_rows_and_summary_cover_the_grid_once(six_heads):
     _, _, _, res, _ = six_heads
-    kinds = diagnosis_module.attention_kinds()  # every kind attention takes (not offset)
-    assert kinds == tuple(k for k in registry.names("kind") if k != "offset")
+    kinds = diagnosis_module.attention_kinds()  # every kind diagnose takes (not offset, not DERF's)
+    assert kinds == tuple(k for k in registry.names("kind")
+                          if k != "offset" and registry.entry("kind", k).pair_transform is None)
     ensembles = diagnosis_module.DEFAULT_ENSEMBLES
     ms = (2, 3)
     assert res.meta["kinds"] == list(kinds)  # every registered kind by default

@@ -152,7 +152,7 @@ def test_refusals():
         engine.check_reduced("positive", "sorf")
     with pytest.raises(ValueError, match="kind='oprf' needs its parameter A"):
         next(engine.estimate_chunks(KEY, 1.0, 4, 4, "oprf", trials=10))
-    with pytest.raises(ValueError, match="A is the parameter of kind='oprf' only"):
+    with pytest.raises(ValueError, match="A is the parameter of kind='oprf' or kind='derf' only"):
         next(engine.estimate_chunks(KEY, 1.0, 4, 4, "positive", trials=10, A=0.0))
     with pytest.raises(ValueError, match="A must be < 1/8"):  # refused as everywhere (oprf.check_a)
         next(engine.estimate_chunks(KEY, 1.0, 4, 4, "oprf", trials=10, A=0.2))

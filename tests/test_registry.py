@@ -117,7 +117,7 @@ def test_spec_validates_once_and_says_why():
     assert not sorf.reduced and not sorf.exact_mse and "method='literal'" in sorf.reduced.reason
     with pytest.raises(ValueError, match="kind must be one of 'trig', 'positive'"):
         estimators.estimator("gauss")
-    with pytest.raises(ValueError, match="A is the parameter of kind='oprf' only"):
+    with pytest.raises(ValueError, match="A is the parameter of kind='oprf' or kind='derf' only"):
         estimators.estimator("positive", A=0.1)
     with pytest.raises(ValueError, match="A must be < 1/8"):
         estimators.estimator("oprf", A=0.2)

@@ -59,7 +59,7 @@ def test_parameters_and_errors():
         RandomFeatures("trig", 7).fit(X)
     with pytest.raises(ValueError, match="needs its parameter A"):
         RandomFeatures("oprf", 8).fit(X)
-    with pytest.raises(ValueError, match="kind='oprf' only"):
+    with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         RandomFeatures("positive", 8, A=-0.1).fit(X)
     with pytest.raises(ValueError, match="< 1/8"):
         RandomFeatures("oprf", 8, A=0.2).fit(X)
