@@ -12,6 +12,12 @@ n^2 pairs by
 - the mean over pairs of the exact relative MSE, MSE / SM^2, at m = d,
   iid and orthogonal (isotropic A only), as a ratio to FAVOR+ iid.
 
+Second, SADERF's rescaling: the paper's psi_l = (sum_j y_jl^2 / sum_i
+x_il^2)^(1/4) (sums) against ours, the ratio of the *means* (the
+minimiser of the mean log second moment), on populations with n1 != n2
+(64 x 256 and 256 x 64, d = 16), each followed by OPRF's A* of the
+rescaled population.
+
 Usage (from the repository root, package installed)::
 
     python benchmarks/derf_gains.py
@@ -21,7 +27,8 @@ import numpy as np
 
 from rfkernels import fit_derf, theory
 from rfkernels.numerics import derf as dt
-from rfkernels.numerics.derf_fit import mean_log_second_moment
+from rfkernels.numerics import beyond as bt
+from rfkernels.numerics.derf_fit import mean_log_second_moment, mean_pair_square
 
 KINDS = ("favor+", "oprf", "saderf", "aderf", "sderf")
 
@@ -48,8 +55,27 @@ def score(x, y, kind, d):
     return obj, rel
 
 
+def psi_rule(rng, d=16):
+    print("SADERF's psi from means (ours) or sums (the paper's text), n1 != n2, d = 16:")
+    for n1, n2 in ((64, 256), (256, 64)):
+        s = np.exp(rng.uniform(-np.log(4.0), np.log(4.0), d))
+        s *= 2.0 / np.sqrt(np.sum(s**2))
+        x, y = rng.normal(size=(n1, d)) * s, rng.normal(size=(n2, d)) * s[::-1]
+        psi = (np.sum(y**2, axis=0) / np.sum(x**2, axis=0)) ** 0.25
+        a = float(bt.oprf_optimal_a(mean_pair_square(x * psi, y / psi) / d))
+        b = np.sqrt(1.0 - 4.0 * a)
+        sums = dt.derf_params(a, b * np.diag(psi), b * np.diag(1.0 / psi), d=d)
+        X, Y = np.repeat(x, n2, axis=0), np.tile(y, (n1, 1))
+        log_sm2 = 2.0 * np.einsum("ij,ij->i", X, Y)
+        for label, p in (("means (ours)", fit_derf("saderf", x, y).params), ("sums (paper)", sums)):
+            rel = float(np.mean(np.exp(dt.derf_log_mse(X, Y, d, p) - log_sm2)))
+            print(f"  {n1} x {n2} {label:<13} mean log E f^2 {mean_log_second_moment(x, y, p):7.4f}"
+                  f"   mean MSE/SM^2 (m = d, iid) {rel:8.4g}")
+
+
 def main():
     rng = np.random.default_rng(0)
+    psi_rule(rng)
     n = 256
     print(f"n = {n} queries x {n} keys, m = d; dlog2M vs FAVOR+; mean MSE/SM^2 as a ratio to FAVOR+ iid")
     for d in (16, 64):

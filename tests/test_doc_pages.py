@@ -1,4 +1,4 @@
-"""Pages of docs/ whose every block runs, with their real outputs: diagnose, presets and gaussian.
+"""Pages of docs/ whose every block runs, with their real outputs: diagnose, presets, gaussian, derf.
 
 Each page is executed top to bottom in an empty working directory with the
 machinery of ``tests/test_tutorial.py`` (doctest examples with one unit of
@@ -19,6 +19,7 @@ PAGES = {
     "presets.rst": (12, 0, []),
     "gaussian.rst": (14, 0, []),
     "real_data.rst": (6, 0, []),
+    "derf.rst": (5, 0, []),
 }
 
 #: The presets page opens with a one-line snippet naming arrays the reader has: give it some.

@@ -233,6 +233,12 @@ def _check_gamma_axis(g):
 def _check_combinations(g, run):
     """Rules that tie axes and run keys together (checked once the grid is complete)."""
     _check_gamma_axis(g)
+    for kind in g["kind"]:
+        if registry.entry("kind", kind).theory_needs_vectors:
+            raise SweepError(f"grid.kind: {kind!r} is no function of the pair's geometry (DERF "
+                             "depends on x and y themselves, its data-fitted kinds on a "
+                             "population): sweeps take geometries; use theory.exact_mse or "
+                             "monte_carlo_mse_batch on the vectors")
     if 1 in g["d"] and any(a not in (0.0, math.pi) for a in g["angle"]):
         raise SweepError("grid.angle: with d = 1 the angle must be 0 or pi")
     if "norm_sum" in g and math.pi in g["angle"]:

@@ -26,6 +26,11 @@ the reduced engine samples OPRF at the pair :math:`(x', y')`
 :math:`|x' + y'| = \sqrt{\sigma}`. A non-isotropic A tilts each row by
 :math:`\omega^\top A \omega`, which depends on its direction: no scalar
 reduction, the literal method only.
+
+References
+----------
+.. [1] V. Likhosherstov et al., "Dense-Exponential Random Features: Sharp
+   Positive Estimators of the Gaussian Kernel", NeurIPS 2023.
 """
 
 from __future__ import annotations

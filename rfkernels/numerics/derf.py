@@ -1,6 +1,6 @@
 r"""Exact second moment and MSE of dense-exponential random features (DERF) [1]_.
 
-Theory only (issue 24): no kind is registered here. Pure NumPy/SciPy,
+The numerics of the DERF kinds (:mod:`rfkernels.estimators.derf`). Pure NumPy/SciPy,
 float64, log space wherever an exponential can overflow. Everything is
 vectorised over the leading axes of ``x`` and ``y`` (shape ``(..., d)``);
 the parameters are shared.

@@ -1,6 +1,6 @@
 r"""Data-fitted DERF parameters: SADERF, ADERF and SDERF on a population of queries and keys.
 
-Numerics only (issue 24): no kind is registered here. float64 NumPy/SciPy.
+The fits behind the kinds ``saderf``, ``aderf``, ``sderf`` (:mod:`rfkernels.estimators.derf`). float64 NumPy/SciPy.
 Each fit takes queries ``x`` (n1, d) and keys ``y`` (n2, d) and returns a
 :class:`DERFFit` whose ``params`` is a :class:`~rfkernels.numerics.derf.DERFParams`
 from :func:`~rfkernels.numerics.derf.derf_params` (so the exact second
