@@ -77,14 +77,15 @@ from rfkernels.version import __version__
 from rfkernels.workers import usable_cpus
 
 from .attention_data import check_names, check_scale, distinct_ints, root_entropy
-from .attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
 from .diagnosis_advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
 from .diagnosis_precision import check_dtypes, overflow_rows, precision_rows, rounding_errors
 from .diagnosis_report import markdown_report, null_reason, write_csv
+from .diagnosis_views import first_order, fit_views
 from .lean_favor import one_blas_thread
 
 __all__ = [
     "attention_kinds",
+    "diagnose_kinds",
     "DEFAULT_DRAWS",
     "DEFAULT_ENSEMBLES",
     "DEFAULT_M",
@@ -187,28 +188,40 @@ class _Plan:
 
 
 def attention_kinds():
-    """The registered kinds diagnose takes: all but those with a random phase (offset) and DERF's.
-
-    The DERF kinds (their matrices are fitted per head) are not diagnosed yet.
-    """
+    """The kinds diagnose runs by default: all but those with a random phase (offset) and DERF's."""
     return tuple(k for k in registry.names("kind") if not registry.entry("kind", k).random_phase
                  and registry.entry("kind", k).pair_transform is None)
+
+
+def diagnose_kinds():
+    """The kinds diagnose takes: :func:`attention_kinds` and the DERF kinds fitted on each head
+    whose attention exists (``saderf``, ``aderf``: isotropic A)."""
+    return attention_kinds() + tuple(k.name for k in registry.entries("kind")
+                                     if k.population and k.attention_reason is None)
+
+
+def _check_diagnose_kind(kind):
+    kind = check_kind(kind)
+    entry = registry.entry("kind", kind)
+    if entry.pair_transform is not None and kind not in diagnose_kinds():
+        raise ValueError(f"kinds: {kind!r}: " + (entry.attention_reason or "its parameters are the "
+                         "user's; diagnose fits 'saderf' and 'aderf' on each head"))
+    return kind
 
 
 def _grid_checks(plan):
     """Every kind x ensemble x m must exist at this d (the registry's own errors), before any work."""
     for kind in plan.kinds:
-        if registry.entry("kind", kind).pair_transform is not None:
-            raise ValueError(f"kinds: {kind!r} is a DERF kind, which diagnose does not take yet; "
-                             "use favor_attention(Q, K, V, W, kind) on the head")
-        if kind not in attention_kinds():
+        if kind not in diagnose_kinds():
             raise ValueError(f"kinds: {kind!r} has random phases drawn with W (a Gaussian-kernel "
                              f"map) and attention does not take it; use 'trig', its paired form")
     for kind in plan.kinds:
         for ens in plan.ensembles:
             estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
+    # a DERF kind runs as OPRF on its transformed head (diagnosis_views), with rfkernels' numerics
     plan.preset_kinds = [(p, kind) for p in plan.presets for kind in plan.kinds
-                         if kind in preset_entry(p).kinds]
+                         if kind in preset_entry(p).kinds
+                         or (p == "rfkernels" and registry.entry("kind", kind).population)]
     if not plan.preset_kinds:
         raise ValueError(f"no preset among {', '.join(map(repr, plan.presets))} offers a kind among "
                          f"{', '.join(map(repr, plan.kinds))} (e.g. 'performer-pytorch' offers "
@@ -242,7 +255,7 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         L=q.shape[-2], Lk=k.shape[-2], d=d, dv=d if v is None else v.shape[-1],
         heads=int(np.prod(head_shape, dtype=np.int64)), head_shape=head_shape,
         ms=distinct_ints(m, "m"),
-        kinds=check_names(kinds, "kinds", check_kind, attention_kinds()),
+        kinds=check_names(kinds, "kinds", _check_diagnose_kind, attention_kinds()),
         ensembles=check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES),
         presets=check_names(presets, "presets", lambda p: check_choice(p, "presets", PRESETS),
                             DEFAULT_PRESETS),
@@ -278,15 +291,6 @@ def _seed(plan, *key):
     return np.random.SeedSequence(plan.entropy, spawn_key=tuple(int(x) for x in key))
 
 
-def _fitted(plan, q, k):
-    """Each kind's data-fitted parameters on this head ({} for kinds without)."""
-    out = {}
-    for kind in plan.kinds:
-        entry = registry.entry("kind", kind)
-        out[kind] = {} if entry.fit is None else dict(entry.fit(q, k))
-    return out
-
-
 def _pair_sample(plan, h):
     """(i, j) indices of the kernel-level pairs and whether they are all the pairs."""
     total = plan.L * plan.Lk
@@ -297,7 +301,7 @@ def _pair_sample(plan, h):
     return rng.integers(0, plan.L, plan.pairs), rng.integers(0, plan.Lk, plan.pairs), False
 
 
-def _kernel_level(plan, h, q, k, fitted):
+def _kernel_level(plan, h, q, k, views):
     """Per-pair |q'+k'|^2 and the log relative MSE of every (kind, ensemble, m), or their reasons."""
     i, j, all_pairs = _pair_sample(plan, h)
     n = i.size
@@ -307,7 +311,8 @@ def _kernel_level(plan, h, q, k, fitted):
     ests = {}
     for kind in plan.kinds:
         for ens in plan.ensembles:
-            est = estimator(kind, ensemble=ens, norms=plan.norms, batch=True, **fitted[kind])
+            view = views[kind]
+            est = estimator(view.kind, ensemble=ens, norms=plan.norms, batch=True, **view.params)
             if not est.exact_mse:
                 reasons[(kind, ens)] = est.exact_mse.reason
             else:
@@ -321,9 +326,14 @@ def _kernel_level(plan, h, q, k, fitted):
         u2[sl] = geom.s
         two_logit = 2.0 * np.einsum("ij,ij->i", x, y)
         for (kind, ens), est in list(ests.items()):
+            view = views[kind]
+            xv, yv, gv = x, y, geom
+            if view.q is not q:  # a DERF kind: OPRF on its transformed head
+                xv, yv = view.q[i[c0:c0 + PAIR_CHUNK]], view.k[j[c0:c0 + PAIR_CHUNK]]
+                gv = theory.geometry(xv, yv)
             try:
                 for m in plan.ms:
-                    logs[(kind, ens, m)][sl] = (theory.exact_log_mse(geom, m, est, vectors=(x, y))
+                    logs[(kind, ens, m)][sl] = (theory.exact_log_mse(gv, m, est, vectors=(xv, yv))
                                                 - two_logit)
             except OverflowError as exc:  # beyond the theory's range (simplex quadrature)
                 reasons[(kind, ens)] = " ".join(str(exc).split())
@@ -340,7 +350,7 @@ def _mse(out, exact):
     return value if math.isfinite(value) else (math.inf if not np.any(np.isnan(out)) else math.nan)
 
 
-def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
+def _monte_carlo(plan, h, q, k, v, exact, views, progress):
     """Per (preset, kind, ensemble, m), per draw: the MSE, the share of rows with D <= 0, the
     stabiliser's mean and largest share of the normalisers, and whether the features overflowed."""
     cells = [(p, kind, ens, m) for p, kind in plan.preset_kinds for ens in plan.ensembles
@@ -354,16 +364,18 @@ def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
         else:
             rng = np.random.default_rng(_seed(plan, 2, h, t))
             rows = np.sort(rng.choice(plan.L, size=plan.queries, replace=False))
-        qt, ex = q[rows], exact[rows]
+        ex = exact[rows]
         for ens in plan.ensembles:
             for m in plan.ms:
                 w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms,
                                      seed=_seed(plan, 3, h, t, m, ens_index.index(ens)))
                 for p, kind in plan.preset_kinds:
                     cell = out[(p, kind, ens, m)]
+                    view = views[kind]  # a DERF kind: OPRF on its transformed head
+                    qt = view.q[rows]
                     try:
-                        res = favor_attention(qt, k, v, w, kind, nonpositive="divide", preset=p,
-                                              **fitted[kind])
+                        res = favor_attention(qt, view.k, v, w, view.kind, nonpositive="divide",
+                                              preset=p, **view.params)
                     except FloatingPointError:  # a library's unshifted features overflow
                         cell[:, t] = (math.inf, 0.0, math.nan, math.nan, 1.0)
                         continue
@@ -371,36 +383,12 @@ def _monte_carlo(plan, h, q, k, v, exact, fitted, progress):
                     cell[:, t] = (_mse(res.output, ex), res.n_nonpositive_denominators / rows.size,
                                   math.nan if share is None else float(np.mean(share)),
                                   math.nan if share is None else float(np.max(share)), 0.0)
-                    for dt, got in rounding_errors(qt, k, v, w, kind, p, plan.dtypes, res.output,
-                                                   fitted[kind].get("A")).items():
+                    for dt, got in rounding_errors(qt, view.k, v, w, view.kind, p, plan.dtypes,
+                                                   res.output, view.params.get("A")).items():
                         rounding.setdefault((p, kind, ens, m, dt), []).append(got)
                 if progress is not None:
                     progress(1)
     return out, rounding
-
-
-def _first_order(plan, h, q, k, v):
-    """Per kind: (MSE at m = 1, its stderr) or the reason there is none."""
-    out = {}
-    for kind in plan.kinds:
-        if kind not in FIRST_ORDER_KINDS:
-            out[kind] = f"no first-order theory for kind={kind!r} (it has one for trig, positive, hyperbolic)"
-        elif "iid" not in plan.ensembles:
-            out[kind] = "the first-order theory is for iid projections only"
-        elif plan.norms != "chi":
-            out[kind] = (f"the first-order theory assumes Gaussian projections (chi norms); "
-                         f"norms={plan.norms!r} changes E[g g']")
-        elif plan.fo_queries == 0:
-            out[kind] = "first_order_queries=0"
-        else:
-            try:
-                fo = attention_mse_first_order(q, k, v, 1, kind, queries=plan.fo_queries,
-                                               seed=_seed(plan, 4, h), normalisers=True)
-            except OverflowError as exc:
-                out[kind] = " ".join(str(exc).split())
-            else:
-                out[kind] = (fo.mse, fo.stderr, fo.normaliser_rel_var)
-    return out
 
 
 def _head(plan, h, arrays, progress):
@@ -414,22 +402,23 @@ def _head(plan, h, arrays, progress):
         v = np.random.default_rng(_seed(plan, 0, h)).standard_normal((plan.Lk, plan.dv))
     else:
         v = np.ascontiguousarray(np.broadcast_to(v0, plan.head_shape + v0.shape[-2:])[idx])
-    fitted = _fitted(plan, q, k)
-    kernel = _kernel_level(plan, h, q, k, fitted)
+    views = fit_views(plan.kinds, q, k)
+    fitted = {kind: view.params for kind, view in views.items()}
+    kernel = _kernel_level(plan, h, q, k, views)
     if progress is not None:
         progress(1)
     exact = softmax_attention(q, k, v)
     exact_ms = float(np.mean(exact * exact))
     uniform_mse = float(np.mean((exact - v.mean(axis=0)) ** 2))
     heavy = float(np.mean(kernel["u2"] > HEAVY_TAIL_U2))
-    mc = _monte_carlo(plan, h, q, k, v, exact, fitted, progress)
+    mc = _monte_carlo(plan, h, q, k, v, exact, views, progress)
     overflow = []
     if len(plan.dtypes) > 1:  # the thresholds on this head's data, for the first draw's W
         m, ens = max(plan.ms), plan.ensembles[0]
         w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms, seed=_seed(
             plan, 3, h, 0, m, registry.names("ensemble").index(ens)))
-        overflow = overflow_rows(h, q, k, w, plan.preset_kinds, plan.dtypes, fitted)
-    fo = _first_order(plan, h, q, k, v)
+        overflow = overflow_rows(h, w, plan.preset_kinds, plan.dtypes, views)
+    fo = first_order(plan, views, v, _seed(plan, 4, h))
     if progress is not None:
         progress(1)
     return {"head": h, "index": [int(x) for x in idx], "fitted": fitted, "kernel": kernel,

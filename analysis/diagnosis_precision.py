@@ -100,10 +100,15 @@ def precision_rows(rows, collected):
     return out
 
 
-def overflow_rows(head, q, k, w, preset_kinds, dtypes, fitted):
-    """Per (preset, kind) and dtype: the overflow report of one head and one W, with its head."""
+def overflow_rows(head, w, preset_kinds, dtypes, views):
+    """Per (preset, kind) and dtype: the overflow report of one head and one W, with its head.
+
+    ``views`` (:func:`rfkernels.analysis.diagnosis_views.fit_views`) give each kind's
+    queries, keys, the kind it runs as and its parameters.
+    """
     out = []
     for p, kind in preset_kinds:
-        for row in overflow_report(q, k, w, kind, p, dtypes, A=fitted[kind].get("A")):
-            out.append({"head": head, "m": int(w.shape[0]), **row})
+        view = views[kind]
+        for row in overflow_report(view.q, view.k, w, view.kind, p, dtypes, A=view.params.get("A")):
+            out.append({"head": head, "m": int(w.shape[0]), **row, "kind": kind})
     return out

@@ -55,7 +55,7 @@ _OWN = re.compile(r"(?:{0})|\.(?:{0})\.[^/]*\.tmp|{1}[^/]*".format(
 
 #: Why an option of the parsed arguments is null: it was not given, and this is its default.
 _DEFAULTS = {
-    "kind": "not given: every registered kind (meta.kinds)",
+    "kind": "not given: every kind but offset and the DERF kinds (meta.kinds)",
     "preset": "not given: rfkernels only, the estimators as stated (meta.presets)",
     "scale": "not given: 1/sqrt(d), as in Transformers (meta.scale)",
     "budget": "not given: every r of the grid",
@@ -72,12 +72,14 @@ def _add(p):
         DEFAULT_M,
         DEFAULT_PAIRS,
         DEFAULT_QUERIES,
+        attention_kinds,
+        diagnose_kinds,
     )
     from rfkernels.analysis.diagnosis_advice import DEFAULT_TARGET
     from rfkernels.analysis.precision import DTYPES
     from rfkernels.attention import PRESETS
 
-    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    kinds, ensembles, norms = choice(diagnose_kinds(), "kind"), choice("ensemble"), choice("norms")
     presets = choice(PRESETS, "preset")
     p.epilog = (LIST_NOTE + "\n\nThe kernel is exp(scale q.k), split symmetrically (q' = sqrt(scale) q, "
                 "k' = sqrt(scale) k);\nevery |q' + k'|^2 reported is of the scaled vectors. A value "
@@ -93,7 +95,8 @@ def _add(p):
     add_list(p, "--m", convert=int_value, default=DEFAULT_M,
              help="numbers of projections m (r = m or 2m features, by kind)")
     add_list(p, "--kind", convert=kinds,
-             help=f"estimators among {', '.join(kinds.choices)} (default: all of them)")
+             help=f"estimators among {', '.join(kinds.choices)} (default: "
+                  f"{', '.join(attention_kinds())}; saderf and aderf are fitted on each head)")
     add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
              help=f"projection ensembles among {', '.join(ensembles.choices)}")
     add_list(p, "--preset", convert=presets,

@@ -61,7 +61,6 @@ from .pairs import (
 )
 from .softmax import LME_CHUNK, log_softmax_kernel, softmax_kernel
 from .validation import (
-    KINDS,
     check_bool,
     check_choice,
     check_finite,
@@ -142,10 +141,10 @@ def check_feature_map(kind, W, nu, sum_normalize, d=None, A=None):
     """
     if isinstance(kind, str) and kind in FEATURE_MAPS:
         deterministic = True
-    elif isinstance(kind, str) and kind in KINDS:
+    elif isinstance(kind, str) and kind in registry.names("kind"):
         deterministic = False
     else:
-        valid = ", ".join(repr(c) for c in KINDS + FEATURE_MAPS)
+        valid = ", ".join(repr(c) for c in registry.names("kind") + FEATURE_MAPS)
         raise ValueError(f"kind must be one of {valid}; got {kind!r}")
     if W is _UNCHECKED:
         pass

@@ -203,3 +203,23 @@ def test_feature_map_refuses_an_unfitted_kind():
     x, _ = _pair()
     with pytest.raises(ValueError, match="fit_derf"):
         feature_map(x, np.ones((2, D)), "saderf")
+
+
+def test_diagnose_fits_saderf_and_aderf_on_each_head():
+    from rfkernels.analysis import diagnose
+
+    rng = np.random.default_rng(3)
+    Q = rng.normal(size=(12, D)) * np.array([0.2, 0.5, 1.0, 1.5])
+    K = rng.normal(size=(10, D)) * np.array([1.5, 1.0, 0.5, 0.2])
+    res = diagnose(Q, K, kinds=["oprf", "saderf"], m=[8], ensembles=["iid"], draws=2, scale=1.0)
+    row = next(r for r in res.rows if r["kind"] == "saderf")
+    fit = fit_derf("saderf", Q, K)
+    assert row["params"] == {"A": fit.params.a}
+    # every pair (12 x 10 < the pair sample): the kernel-level mean is DERF's exact MSE at its fit
+    X, Y = np.repeat(Q, 10, axis=0), np.tile(K, (12, 1))
+    ref = np.mean(np.exp(theory.exact_mse(X, Y, 8, "derf", log=True, **fit.keywords)
+                         - 2.0 * np.einsum("ij,ij->i", X, Y)))
+    assert row["kernel_rel_mse_mean"] == pytest.approx(ref, rel=1e-9)
+    for kind, match in (("sderf", "non-isotropic"), ("derf", "parameters are the user's")):
+        with pytest.raises(ValueError, match=match):
+            diagnose(Q, K, kinds=[kind])

@@ -115,6 +115,11 @@ def _isotropic_a(value):
     return p.a
 
 
+_ATTENTION_REASON = ("attention with a non-isotropic A (kind 'sderf', or 'derf' with a dense A) is "
+                    "not implemented: its key features carry the per-row factor e^{x^T C_2 x} "
+                    "that the stabilised sums would need; use feature_map(..., role='query'/'key')")
+
+
 REDUCED_REASON = ("a non-isotropic A (not a*I) tilts each row by w^T A w, which depends on its "
                   "direction: the reduced engine (scalar projections) cannot sample it; use "
                   "method='literal'")
@@ -229,13 +234,9 @@ for _name in DERF_KINDS:
         fit=_fit(_name) if _fitted else None,
         population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
         dispatch=None if _fitted else dispatch,
+        attention_reason=_ATTENTION_REASON if _name == "sderf" else None,
     ))
 del _name, _fitted
-
-
-ATTENTION_REASON = ("attention with a non-isotropic A (kind 'sderf', or 'derf' with a dense A) is "
-                    "not implemented: its key features carry the per-row factor e^{x^T C_2 x} "
-                    "that the stabilised sums would need; use feature_map(..., role='query'/'key')")
 
 
 def attention_inputs(est, q, k, xp):
@@ -248,6 +249,6 @@ def attention_inputs(est, q, k, xp):
     """
     p = params_of(est.params)
     if not p.isotropic:
-        raise ValueError(ATTENTION_REASON)
+        raise ValueError(_ATTENTION_REASON)
     beta = math.sqrt(1.0 - 4.0 * p.a)
     return (q @ xp.asarray(p.B1.T)) / beta, (k @ xp.asarray(p.B2.T)) / beta, p.a
