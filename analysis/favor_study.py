@@ -48,6 +48,14 @@ from .lean_favor import LEAN_KINDS, LeanFavor, one_blas_thread
 __all__ = ["attention_mse"]
 
 
+def _check_study_kind(kind):
+    kind = check_kind(kind)
+    if kind not in KINDS:
+        raise ValueError(f"kinds: {kind!r} is not among the study's kinds {', '.join(map(repr, KINDS))} "
+                         "(the DERF kinds: favor_attention, or rfkernels.analysis.diagnose on the data)")
+    return kind
+
+
 def attention_mse(
     L,
     d,
@@ -141,7 +149,7 @@ def attention_mse(
     L = check_int(L, "L")
     d = check_int(d, "d")
     ms = distinct_ints(m_values, "m_values")
-    kinds = check_names(kinds, "kinds", check_kind, DEFAULT_KINDS)
+    kinds = check_names(kinds, "kinds", _check_study_kind, DEFAULT_KINDS)
     ensembles = check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES)
     samples = check_int(samples, "samples", minimum=2)
     entropy = root_entropy(seed)

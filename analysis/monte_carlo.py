@@ -199,6 +199,13 @@ def peak_bytes(m, d, pairs, chunk, *, method="reduced", backend="numpy", ensembl
 
 
 
+def _d_hint(X, geometry):
+    """The pairs' d where it is plain before validation (a (d, d) kind parameter is checked against it)."""
+    if X is not None:
+        return np.shape(X)[-1] if np.ndim(X) in (1, 2) and np.shape(X)[-1] >= 1 else None
+    return None if geometry is None else int(geometry.d)
+
+
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
            names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain",
            kernel="softmax", gamma=None, derf=(None, None, None)):
@@ -222,13 +229,14 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
     if isinstance(kind, Estimator):  # validated by the caller (rfkernels mse builds it once)
-        if (ensemble, norms, A, kernel, gamma) != ("iid", "chi", None, "softmax", None):
-            raise ValueError("kind is an Estimator: its ensemble, norms, A, kernel and gamma are "
-                             "its own; leave them out")
+        if (ensemble, norms, kernel) != ("iid", "chi", "softmax") or any(
+                v is not None for v in (A, gamma, derf[0], derf[1])):
+            raise ValueError("kind is an Estimator: its ensemble, norms, A, B_query, B_key, kernel "
+                             "and gamma are its own; leave them out")
         est = kind.with_size(m=m)
     else:
         est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A, kernel=kernel, gamma=gamma,
-                        B_query=derf[0], B_key=derf[1])
+                        B_query=derf[0], B_key=derf[1], d=_d_hint(X, geometry))
     population = derf[2]
     if geometry is not None and est.kind.theory_needs_vectors and X is None:
         raise ValueError(f"kind={est.kind.name!r} depends on x and y themselves, not only on their "

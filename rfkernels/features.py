@@ -471,18 +471,19 @@ def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
         raise ValueError(f"kind={kind!r} is fitted on a population of queries and keys, not on the "
                          "rows of one map: fit = rfkernels.fit_derf(kind, Q, K), then "
                          "feature_map(X, W, 'derf', **fit.keywords, role=...)")
+    if W is None:
+        raise ValueError(f"W is required for the random feature map {kind!r}: an (m, d) array of "
+                         "projections (rfkernels.draw_projections); got None")
     xp = get_array_module(X, W)
-    params = estimator(kind, A=A, B_query=B_query, B_key=B_key).params
-    target, scale = check_target(kernel, gamma)
     x, x1 = check_rows(X, "X", xp)
+    params = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=x.shape[1]).params
+    target, scale = check_target(kernel, gamma)
     w = check_projections(W, xp)
     check_same_d([x.shape, w.shape], ["X", "W"])
     if not hasattr(params, "derf"):  # FAVOR+'s or OPRF's parameters: those kinds, the same bits
         k = "positive" if params is None else "oprf"
         return feature_map(X, W, k, A=None if params is None else params.A, kernel=kernel, gamma=gamma)
     p = params.derf
-    if p.d != x.shape[1]:
-        raise ValueError(f"A, B_query and B_key are ({p.d}, {p.d}) but X has d = {x.shape[1]}")
     check_memory_pairs(x, None, w, xp)
     x = scale * x if scale != 1.0 else x
     shift = target.log_factor(0.5 * xp.sum(x * x, axis=1, keepdims=True))

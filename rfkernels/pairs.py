@@ -51,6 +51,10 @@ def check_pair(X, Y, W=None, kind=None, A=None, phase=None):
     xp = get_array_module(*args)
     if kind is not None:
         check_kind(kind)
+        if entry("kind", kind).pair_transform is not None:
+            raise ValueError(f"kind={kind!r} has a query map and a key map: estimate its kernel as "
+                             f"feature_map(X, W, {kind!r}, ..., role='query') @ feature_map(Y, W, "
+                             f"{kind!r}, ..., role='key').T (the data-fitted kinds: fit_derf first)")
         check_oprf_a(kind, A)
     x, x1 = check_rows(X, "X", xp)
     y, y1 = check_rows(Y, "Y", xp)

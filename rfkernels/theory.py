@@ -51,7 +51,7 @@ from .numerics import beyond as _bt
 from .numerics.closed_form import finish as _finish
 from .numerics.closed_form import log_expm1 as _log_expm1
 from .numerics.closed_form import pairs_in_blocks
-from .estimators import estimator
+from .estimators import estimator, registry
 from .validation import (
     KINDS,
     NORMS,
@@ -593,9 +593,9 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     True
     """
     log = check_bool(log, "log")
-    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
-                    gamma=gamma, B_query=B_query, B_key=B_key)
     geom = geometry(x, y)
+    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
+                    gamma=gamma, B_query=B_query, B_key=B_key, d=_derf_d(kind, x))
     est = fit_population(est, x, y, population)
     return exact_log_mse(geom, m, est, log=log, vectors=np.broadcast_arrays(
         np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)))
@@ -608,6 +608,13 @@ def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, kernel=
                      gamma=gamma, B_query=B_query, B_key=B_key, population=population)
 
 
+def _derf_d(kind, x):
+    """d for a DERF kind's estimator (its (d, d) parameters are checked against it), else None."""
+    if isinstance(kind, str) and kind in registry.names("kind") and registry.entry("kind", kind).pair_transform:
+        return int(np.shape(x)[-1])
+    return None
+
+
 def fit_population(est, x, y, population=None):
     """``est`` fitted on ``population`` (or the rows of x and y) where its kind is data-fitted.
 
@@ -617,8 +624,9 @@ def fit_population(est, x, y, population=None):
     """
     if not est.needs_fit:
         if population is not None:
+            what = "is fitted already" if est.kind.population else "is not one"
             raise ValueError(f"population is where the data-fitted kinds are fitted; "
-                             f"kind={est.kind.name!r} is not one")
+                             f"kind={est.kind.name!r} {what}")
         return est
     if population is None:
         population = (x, y)
@@ -626,7 +634,12 @@ def fit_population(est, x, y, population=None):
         raise ValueError("population must be a pair (queries, keys) of (n, d) arrays")
     q, k = (check_vectors(v, name).reshape(-1, np.shape(v)[-1])
             for v, name in zip(population, ("population[0]", "population[1]")))
-    return est.fitted_on(q, k)
+    d = np.shape(x)[-1]
+    if q.shape[1] != d or k.shape[1] != d:
+        raise ValueError(f"population holds vectors of d = {q.shape[1]} and {k.shape[1]}; the pairs "
+                         f"have d = {d}")
+    c = est.scale  # the target kernel's features act on c x: the fit is of those rows
+    return est.fitted_on(c * q, c * k) if c != 1.0 else est.fitted_on(q, k)
 
 
 def oprf_optimal_a(x, y):

@@ -223,3 +223,37 @@ def test_diagnose_fits_saderf_and_aderf_on_each_head():
     for kind, match in (("sderf", "non-isotropic"), ("derf", "parameters are the user's")):
         with pytest.raises(ValueError, match=match):
             diagnose(Q, K, kinds=[kind])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda X, Y, W: rfkernels.estimate(X, Y, W, "derf", A=0.05), "a query map and a key map"),
+    (lambda X, Y, W: theory.exact_mse(X, Y, 4, "derf", A=0.0, B_query=np.eye(D + 1)), "d = 4"),
+    (lambda X, Y, W: feature_map(X, W, "derf", A=0.0, B_query=np.eye(D + 1)), "d = 4"),
+    (lambda X, Y, W: monte_carlo_mse(X[0], Y[0], 4, "derf", A=0.0, B_query=np.eye(D + 1), trials=10),
+     "d = 4"),
+    (lambda X, Y, W: favor_attention(X, Y, Y, W, "derf", A=0.0, B_query=np.eye(D + 1)), "d = 4"),
+    (lambda X, Y, W: monte_carlo_mse(X[0], Y[0], 4, "saderf", population=(np.ones((5, 3)),) * 2,
+                                     trials=10), "population holds vectors of d = 3"),
+    (lambda X, Y, W: monte_carlo_mse(X[0], Y[0], 4, estimator("derf", A=0.05, B_query=B),
+                                     B_query=B, trials=10), "B_query, B_key"),
+    (lambda X, Y, W: favor_attention(X, Y, Y, W, "positive", B_query=B), "B_query is the parameter"),
+    (lambda X, Y, W: favor_attention(X, Y, Y, None, "derf", A=0.05, B_query=B), "W is required"),
+    (lambda X, Y, W: estimator("derf", A=0.05, B_query=np.ones(D)), r"got shape \(4,\)"),
+])
+def test_refusals_name_the_problem(call, match):
+    X, Y = _population()
+    W = np.ones((3, D))
+    with pytest.raises(ValueError, match=match):
+        call(X, Y, W)
+
+
+def test_gaussian_kernel_fits_on_the_scaled_rows():
+    rng = np.random.default_rng(5)
+    P = rng.normal(size=(200, D))
+    gamma = 0.05
+    got = theory.exact_mse(P[:20], P[20:40], 8, "saderf", kernel="gaussian", gamma=gamma,
+                           population=(P, P[::-1]))
+    c = math.sqrt(2.0 * gamma)
+    fit = fit_derf("saderf", c * P, c * P[::-1])
+    ref = theory.exact_mse(P[:20], P[20:40], 8, "derf", kernel="gaussian", gamma=gamma, **fit.keywords)
+    assert np.array_equal(got, ref)

@@ -69,6 +69,8 @@ class DERFKindParams:
 def _infer_d(values):
     for name in ("A", "B_query", "B_key"):
         shape = np.shape(values.get(name))
+        if len(shape) not in (0, 2):
+            raise ValueError(f"{name} must be a float or a (d, d) array; got shape {shape}")
         if len(shape) == 2:
             return shape[0]
     raise ValueError("kind='derf' needs a (d, d) array among A, B_query and B_key (its shape is "

@@ -255,7 +255,8 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
         params = k.check_params({n_: v for n_, v in given.items() if n_ in k.param_names},
                                 batch=batch)
         target = None if k.dispatch is None else k.dispatch(params)
-        if target is not None:  # the parameters of another kind (DERF at OPRF's): that kind
+        if target is not None:  # its d is checked first: the other kind's parameters have none
+            _check_params_d(params, None if d is None else check_int(d, "d"))  # the parameters of another kind (DERF at OPRF's): that kind
             k = registry.entry("kind", target[0])
             params = k.check_params(target[1], batch=batch)
     m, d = check_sizes(e, m, d)
