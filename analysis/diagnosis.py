@@ -197,14 +197,14 @@ def diagnose_kinds():
     """The kinds diagnose takes: :func:`attention_kinds` and the DERF kinds fitted on each head
     whose attention exists (``saderf``, ``aderf``: isotropic A)."""
     return attention_kinds() + tuple(k.name for k in registry.entries("kind")
-                                     if k.population and k.attention_reason is None)
+                                     if k.population and k.diagnose_reason is None)
 
 
 def _check_diagnose_kind(kind):
     kind = check_kind(kind)
     entry = registry.entry("kind", kind)
     if entry.pair_transform is not None and kind not in diagnose_kinds():
-        raise ValueError(f"kinds: {kind!r}: " + (entry.attention_reason or "its parameters are the "
+        raise ValueError(f"kinds: {kind!r}: " + (entry.diagnose_reason or "its parameters are the "
                          "user's; diagnose fits 'saderf' and 'aderf' on each head"))
     return kind
 

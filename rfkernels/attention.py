@@ -62,7 +62,7 @@ from .features import (
 from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
 from .estimators import estimator
 from .estimators.spec import refuse_parameter
-from .estimators.derf import attention_inputs
+from .estimators.derf import attention_inputs, dense_attention_inputs
 from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
 from .presets import KeyState, check_preset, preset_attention, query_features
 from .validation import (
@@ -553,8 +553,12 @@ def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="atten
         est = est.fitted_on(to_numpy(q), to_numpy(k))
     if est.kind.pair_transform is None:  # FAVOR+'s or OPRF's parameters: that kind, the same bits
         q, k, a, label = q, k, getattr(est.params, "A", None), est.kind.name
-    else:
+    elif est.scalar_law:  # isotropic A: OPRF on (q', k')
         (q, k, a), label = attention_inputs(est, q, k, xp), kind
+    else:  # a dense A: positive features in d + 2 dimensions
+        w = check_matrix_xp(W, "W", "(m, d)", xp)
+        check_same_d([q.shape, w.shape], ["Q", "W"])
+        (q, k, W), a, label = dense_attention_inputs(est, q, k, w, xp), None, kind
     res = _linear_attention(q, k, V, W, "oprf" if a is not None else "positive", None, normalization,
                             causal, stabilize, nonpositive, block_size, caller, a)
     return replace(res, kind=label)

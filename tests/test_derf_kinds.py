@@ -193,8 +193,15 @@ def test_attention_fits_on_q_and_k():
     assert got.kind == "saderf" and np.array_equal(got.output, ref.output)
     plain = favor_attention(Q, K, V, W, "derf", A=0.0, B_query=np.eye(D))
     assert np.array_equal(plain.output, favor_attention(Q, K, V, W, "positive").output)
-    with pytest.raises(ValueError, match="non-isotropic A"):
-        favor_attention(Q, K, V, W, "sderf")
+    # a dense A (SDERF): positive features in d + 2 dimensions, DERF's attention to rounding
+    for causal in (False, True):
+        got = favor_attention(Q, K[:16], V[:16], W, "sderf", causal=causal)
+        kw = fit_derf("sderf", Q, K[:16]).keywords
+        fq = feature_map(Q, W, "derf", **kw, role="query")
+        fk = feature_map(K[:16], W, "derf", **kw, role="key")
+        s = np.tril(fq @ fk.T) if causal else fq @ fk.T
+        ref = (s @ V[:16]) / s.sum(axis=1)[:, None]
+        assert got.kind == "sderf" and np.max(np.abs(got.output - ref)) < 1e-12
     with pytest.raises(ValueError, match="preset"):
         favor_attention(Q, K, V, W, "saderf", preset="performer-pytorch")
 
@@ -220,7 +227,7 @@ def test_diagnose_fits_saderf_and_aderf_on_each_head():
     ref = np.mean(np.exp(theory.exact_mse(X, Y, 8, "derf", log=True, **fit.keywords)
                          - 2.0 * np.einsum("ij,ij->i", X, Y)))
     assert row["kernel_rel_mse_mean"] == pytest.approx(ref, rel=1e-9)
-    for kind, match in (("sderf", "non-isotropic"), ("derf", "parameters are the user's")):
+    for kind, match in (("sderf", "not diagnosed yet"), ("derf", "parameters are the user's")):
         with pytest.raises(ValueError, match=match):
             diagnose(Q, K, kinds=[kind])
 

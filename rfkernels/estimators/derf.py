@@ -117,11 +117,9 @@ def _isotropic_a(value):
     return p.a
 
 
-_ATTENTION_REASON = ("attention with a non-isotropic A (kind 'sderf', or 'derf' with a dense A) is "
-                    "not implemented: its key features carry the per-row factor e^{x^T C_2 x} "
-                    "that the stabilised sums would need; use feature_map(..., role='query'/'key')")
-
-
+_DIAGNOSE_REASON = ("diagnose runs the isotropic DERF kinds (saderf, aderf) as OPRF on the "
+                    "transformed head; SDERF's dense A is not diagnosed yet: favor_attention(Q, K, "
+                    "V, W, 'sderf') and theory.exact_mse on the head")
 REDUCED_REASON = ("a non-isotropic A (not a*I) tilts each row by w^T A w, which depends on its "
                   "direction: the reduced engine (scalar projections) cannot sample it; use "
                   "method='literal'")
@@ -236,21 +234,48 @@ for _name in DERF_KINDS:
         fit=_fit(_name) if _fitted else None,
         population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
         dispatch=None if _fitted else dispatch,
-        attention_reason=_ATTENTION_REASON if _name == "sderf" else None,
+        diagnose_reason=_DIAGNOSE_REASON if _name == "sderf" else None,
     ))
 del _name, _fitted
 
 
 def attention_inputs(est, q, k, xp):
-    """``(q', k', a)``: an isotropic DERF's attention is OPRF's (A = a) on ``q'``, ``k'``.
+    r"""``(q', k', a)``: an isotropic DERF's attention is OPRF's (A = a) on ``q'``, ``k'``.
 
     ``q' = q B_1^T / sqrt(1 - 4a)``, ``k' = k B_2^T / sqrt(1 - 4a)``: the
     features are OPRF's of these rows exactly (see the module notes), and
-    :math:`q'\\cdot k' = q \\cdot k` by the identity, so the attention is the
-    same estimate of the same softmax attention.
+    :math:`q'\cdot k' = q \cdot k` by the identity, so the attention is the
+    same estimate of the same softmax attention. A dense A raises (use
+    :func:`dense_attention_inputs`).
     """
     p = params_of(est.params)
     if not p.isotropic:
-        raise ValueError(_ATTENTION_REASON)
+        raise ValueError("a dense A has no OPRF form: rfkernels.estimators.derf.dense_attention_inputs")
     beta = math.sqrt(1.0 - 4.0 * p.a)
     return (q @ xp.asarray(p.B1.T)) / beta, (k @ xp.asarray(p.B2.T)) / beta, p.a
+
+
+def dense_attention_inputs(est, q, k, w, xp):
+    r"""``(q~, k~, w~)``: any DERF's attention as positive features' attention in d + 2 dimensions.
+
+    With :math:`\kappa_l = \omega_l^	op A\omega_l`, :math:`G = 2C_2 + B_2^	op B_2`
+    and :math:`K = \max_j k_j^	op G k_j`:
+    :math:`	ilde q = [B_1 q, 1, 0]`, :math:`	ilde k = [B_2 k, 1, \sqrt{K - k^	op G k}]`,
+    :math:`	ilde\omega_l = [\omega_l, \kappa_l, 0]`. Then
+    :math:`	ilde\omega\cdot	ilde k - |	ilde k|^2/2 = \omega\cdot B_2k + \kappa + k^	op C_2k - (1 + K)/2`:
+    each key's positive feature is its DERF feature times one constant
+    (with :math:`\log D`), each query's times a per-row factor; both cancel
+    in attention's normalisation, so the output is DERF's.
+    """
+    p = params_of(est.params)
+    B1, B2 = xp.asarray(p.B1), xp.asarray(p.B2)
+    G = xp.asarray(2.0 * p.C2 + p.B2.T @ p.B2)
+    kg = xp.sum((k @ G) * k, axis=1)
+    top = float(xp.max(kg))
+    n_q, n_k = q.shape[0], k.shape[0]
+    qt = xp.concatenate([q @ B1.T, xp.ones((n_q, 1)), xp.zeros((n_q, 1))], axis=1)
+    kt = xp.concatenate([k @ B2.T, xp.ones((n_k, 1)), xp.sqrt(xp.maximum(top - kg, 0.0))[:, None]],
+                        axis=1)
+    kappa = xp.sum((w @ xp.asarray(p.A)) * w, axis=1)
+    wt = xp.concatenate([w, kappa[:, None], xp.zeros((w.shape[0], 1))], axis=1)
+    return qt, kt, wt

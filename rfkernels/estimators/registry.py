@@ -183,8 +183,9 @@ class Kind:
         ``params_reason(params, ensemble, what) -> str or None``: why these
         parameters have no exact theory (``what='theory'``) or no reduced
         sampler (``'reduced'``), beyond the ensemble's and norm law's reasons.
-    attention_reason : str or None
-        Why attention does not take the kind (SDERF: a dense A); None: it does.
+    diagnose_reason : str or None
+        Why ``rfkernels diagnose`` does not take the kind (SDERF: a dense A,
+        whose fitted matrices it does not report); None: it does.
     dispatch : callable or None
         ``dispatch(params) -> (kind, {name: value}) or None``: parameters at
         which the kind *is* another registered kind (DERF at FAVOR+'s or
@@ -218,7 +219,7 @@ class Kind:
     population: bool = False
     pair_transform: Optional[Callable] = None
     params_reason: Optional[Callable] = None
-    attention_reason: Optional[str] = None
+    diagnose_reason: Optional[str] = None
     dispatch: Optional[Callable] = None
 
 
