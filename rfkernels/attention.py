@@ -267,7 +267,7 @@ def favor_attention(
     W : array_like of shape (m, d)
         Projections :math:`\omega_1..\omega_m` as rows, of any ensemble
         (:func:`rfkernels.draw_projections`); the same W serves queries and keys.
-    kind : {"trig", "positive", "hyperbolic", "oprf"}
+    kind : {"trig", "positive", "hyperbolic", "oprf", "derf", "saderf", "aderf", "sderf"}
         The feature map (:func:`rfkernels.feature_map`); r = 2m, m, 2m, m features.
     A : float or "auto", optional
         The parameter of ``kind="oprf"`` (optimal positive random features;
@@ -276,7 +276,15 @@ def favor_attention(
         :math:`\rho = \operatorname{mean}_{i,j}|q_i + k_j|^2/d` over all
         query-key pairs (:func:`rfkernels.features.oprf_auto_a` ``(Q, K)``,
         O((L + L_k) d), computed on the host); the value used is
-        ``result.A``.
+        ``result.A``. With ``kind="derf"``: its A (a float or a symmetric
+        (d, d) array).
+    B_query, B_key : array_like of shape (d, d), optional
+        ``kind="derf"`` only (``docs/derf.rst``). The data-fitted kinds
+        ``"saderf"``, ``"aderf"``, ``"sderf"`` take no parameter: they are
+        fitted on Q and K (:func:`rfkernels.fit_derf`). An isotropic A runs
+        as OPRF on :math:`(B_1q, B_2k)/\sqrt{1-4a}` (``result.A`` is that a), a
+        dense A as positive features in d + 2 dimensions; ``preset`` must be
+        ``"rfkernels"``.
     causal : bool, default False
         If True, row i attends to keys j <= i only (needs L = L_k), through
         running prefix sums.
@@ -449,9 +457,9 @@ def linear_attention(
         The feature map (:func:`rfkernels.feature_map`).
     nu : int, optional
         DPFP's ν (default 1, d_dot = 2dν); only for ``kind="dpfp"``.
-    A : float or "auto", optional
-        The OPRF parameter, only (and required) for ``kind="oprf"``, as in
-        :func:`favor_attention`.
+    A, B_query, B_key : optional
+        The OPRF parameter, only (and required) for ``kind="oprf"``, and the
+        DERF parameters (``kind="derf"``), as in :func:`favor_attention`.
     normalization : {"attention", "sum"}, default "attention"
         ``"attention"``: :math:`\mathrm{out}_i = S_i\varphi(q_i) / z_i^\top\varphi(q_i)`
         with :math:`S_i = \sum_j v_j\varphi(k_j)^\top`,
