@@ -206,6 +206,45 @@ def _d_hint(X, geometry):
     return None if geometry is None else int(geometry.d)
 
 
+def _per_pair(est, geometry, exact, Xa, Ya, pairs, run_engine):
+    """What :func:`_setup` knows per pair before any trial: normalisation, exact MSE, SM, the
+    kind's value and constants, the target kernel's log factor (lists, one entry per pair)."""
+    known = geometry is not None
+    geom = geometry if known else theory.geometry(Xa, Ya)
+    has_theory = bool(est.exact_mse)
+    norm, exacts, sm, values, consts, factors = [], [], [], [], [], []
+    for k in range(pairs):
+        g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
+        gs, log_factor = theory.kernel_geometry(g, est)  # the scaled pair (softmax: g itself)
+        factors.append(float(log_factor))
+        value = est.kind.resolve(est.params, gs)
+        values.append(value)
+        log_sm = float(theory.kernel_log_value(g, est))  # the target's log (softmax: x.y)
+        if log_sm > LOG_MAX:
+            raise FloatingPointError(
+                f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
+            )
+        if est.kind.pair_transform is not None and est.scalar_law:  # DERF: OPRF at (x', y')
+            gs = theory.geometry(*est.kind.pair_transform(value, est.scale * Xa[k], est.scale * Ya[k]))
+        nm = engine.normalisation_of(est.kind, float(gs.half_sq), float(gs.s), float(gs.t))
+        norm.append(nm)
+        consts.append(None if run_engine is None else run_engine.constants(value, nm.length))
+        sm.append(math.exp(log_sm))
+        if known and not (isinstance(exact, str) and exact == COMPUTE):
+            exacts.append(exact)
+        elif has_theory:
+            vectors = None if Xa is None else (Xa[k], Ya[k])
+            log_exact = float(theory.exact_log_mse(g, est.m, est.for_pair(value), vectors=vectors))
+            if log_exact > LOG_MAX:
+                raise FloatingPointError(
+                    f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
+                )
+            exacts.append(math.exp(log_exact))
+        else:
+            exacts.append(None)
+    return norm, exacts, sm, values, consts, factors
+
+
 def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
            names=("X", "Y"), keep_all=False, geometry=None, exact=None, A=None, proposal="plain",
            kernel="softmax", gamma=None, derf=(None, None, None)):
@@ -283,39 +322,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
             + (f", keeping all {trials} estimates" if keep_all else ""),
         )
 
-    known = geometry is not None
-    geom = geometry if known else theory.geometry(Xa, Ya)
-    has_theory = bool(est.exact_mse)
-    norm, exacts, sm, values, consts, factors = [], [], [], [], [], []
-    for k in range(pairs):
-        g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
-        gs, log_factor = theory.kernel_geometry(g, est)  # the scaled pair (softmax: g itself)
-        factors.append(float(log_factor))
-        value = est.kind.resolve(est.params, gs)
-        values.append(value)
-        log_sm = float(theory.kernel_log_value(g, est))  # the target's log (softmax: x.y)
-        if log_sm > LOG_MAX:
-            raise FloatingPointError(
-                f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
-            )
-        if est.kind.pair_transform is not None and est.scalar_law:  # DERF: OPRF at (x', y')
-            gs = theory.geometry(*est.kind.pair_transform(value, est.scale * Xa[k], est.scale * Ya[k]))
-        nm = engine.normalisation_of(est.kind, float(gs.half_sq), float(gs.s), float(gs.t))
-        norm.append(nm)
-        consts.append(None if run_engine is None else run_engine.constants(value, nm.length))
-        sm.append(math.exp(log_sm))
-        if known and not (isinstance(exact, str) and exact == COMPUTE):
-            exacts.append(exact)
-        elif has_theory:
-            vectors = None if Xa is None else (Xa[k], Ya[k])
-            log_exact = float(theory.exact_log_mse(g, est.m, est.for_pair(value), vectors=vectors))
-            if log_exact > LOG_MAX:
-                raise FloatingPointError(
-                    f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
-                )
-            exacts.append(math.exp(log_exact))
-        else:
-            exacts.append(None)
+    norm, exacts, sm, values, consts, factors = _per_pair(est, geometry, exact, Xa, Ya, pairs,
+                                                          run_engine)
     return _Setup(Xa, Ya, est, trials, seq, backend, method, chunk, progress, run_engine, norm, exacts,
                   sm, values, consts, proposal, tuple(factors))
 
