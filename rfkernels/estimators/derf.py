@@ -55,11 +55,9 @@ class DERFKindParams:
 
     None: a data-fitted kind not fitted yet (its estimator must be
     :meth:`rfkernels.estimators.Estimator.fitted_on` a population first).
-    ``fit`` is the :class:`rfkernels.numerics.derf_fit.DERFFit` it came from, if any.
     """
 
     derf: object = None
-    fit: object = None
 
     @property
     def d(self):
@@ -258,11 +256,11 @@ def attention_inputs(est, q, k, xp):
 def dense_attention_inputs(est, q, k, w, xp):
     r"""``(q~, k~, w~)``: any DERF's attention as positive features' attention in d + 2 dimensions.
 
-    With :math:`\kappa_l = \omega_l^	op A\omega_l`, :math:`G = 2C_2 + B_2^	op B_2`
-    and :math:`K = \max_j k_j^	op G k_j`:
-    :math:`	ilde q = [B_1 q, 1, 0]`, :math:`	ilde k = [B_2 k, 1, \sqrt{K - k^	op G k}]`,
-    :math:`	ilde\omega_l = [\omega_l, \kappa_l, 0]`. Then
-    :math:`	ilde\omega\cdot	ilde k - |	ilde k|^2/2 = \omega\cdot B_2k + \kappa + k^	op C_2k - (1 + K)/2`:
+    With :math:`\kappa_l = \omega_l^\top A\omega_l`, :math:`G = 2C_2 + B_2^\top B_2`
+    and :math:`K = \max_j k_j^\top G k_j`:
+    :math:`\tilde q = [B_1 q, 1, 0]`, :math:`\tilde k = [B_2 k, 1, \sqrt{K - k^\top G k}]`,
+    :math:`\tilde\omega_l = [\omega_l, \kappa_l, 0]`. Then
+    :math:`\tilde\omega\cdot\tilde k - |\tilde k|^2/2 = \omega\cdot B_2k + \kappa + k^\top C_2k - (1 + K)/2`:
     each key's positive feature is its DERF feature times one constant
     (with :math:`\log D`), each query's times a per-row factor; both cancel
     in attention's normalisation, so the output is DERF's.
