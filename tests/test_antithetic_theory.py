@@ -1,0 +1,77 @@
+"""Antithetic-norm pair terms (issue 25, numerics) against mpmath.
+
+The reference integrates over t (p = Phi(t)) at 30 digits, each chi-square
+quantile by mpmath's root finder on the regularised incomplete gamma
+function; a few points (each takes about a second).
+"""
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+from scipy import special
+
+from rfkernels.numerics import antithetic as an
+
+
+def _quantiles(b, p):
+    """(lower, upper): x with P(b, x/2) = p and Q(b, x/2) = p (chi-square with 2b dof).
+
+    Newton's iteration from SciPy's float64 quantiles; the residual is checked.
+    """
+    out = []
+    for upper, guess in ((False, special.gammaincinv(float(b), float(p))),
+                         (True, special.gammainccinv(float(b), float(p)))):
+        def f(y, upper=upper):  # in logs: x = e^y, log P or log Q minus log p
+            x = mp.exp(y)
+            a, c = (x / 2, mp.inf) if upper else (0, x / 2)
+            return mp.log(mp.gammainc(b, a, c, regularized=True)) - mp.log(p)
+        y = mp.findroot(f, mp.log(2 * mp.mpf(guess)), tol=mp.mpf(10) ** -40, verify=False)
+        assert abs(f(y)) <= mp.mpf(10) ** -24, (p, upper)
+        out.append(mp.exp(y))
+    return out
+
+
+def _reference(q, d, sign):
+    """E[0F1(; d/2; sign S q/4)] - e^{sign q}, at 30 digits."""
+    with mp.workdps(30):
+        b = mp.mpf(d) / 2
+        q = mp.mpf(q)
+
+        def f(t):
+            p = mp.ncdf(t)
+            lo, hi = _quantiles(b, p)
+            return mp.hyp0f1(b, sign * (lo + hi) * q / 4) * mp.npdf(t)
+
+        peak = -mp.sqrt(q) if sign > 0 else 0
+        val = 2 * mp.quad(f, [-30, peak - 6, peak, peak + 3, 0] if sign > 0 and q > 9 else [-30, -8, -3, 0])
+        return val - mp.e ** (sign * q)
+
+
+@pytest.mark.parametrize("q, d, sign", [
+    (2.25, 4, 1), (1e-4, 16, 1), (0.5, 3, 1), (30.0, 16, 1), (1.0, 16, -1), (10.0, 16, -1), (1e-3, 2, -1),
+])
+def test_pair_difference_against_mpmath(q, d, sign):
+    got = float(an.pair_difference(q, d, sign))
+    ref = float(_reference(q, d, sign))
+    assert abs(got - ref) <= 1e-9 * abs(ref), (got, ref)
+
+
+def test_example_of_math_md():
+    # d = 4, |u|^2 = 2.25: iid 9.488, orthogonal 7.195, antithetic 6.0275
+    assert math.exp(float(an.log_pair_term(2.25, 4))) == pytest.approx(6.0275, abs=5e-5)
+
+
+def test_log_pair_term_is_the_difference_plus_the_independent_value():
+    q = np.array([0.3, 4.0, 25.0])
+    for d in (3, 64):
+        direct = np.exp(an.log_pair_term(q, d))
+        assert np.allclose(direct, an.pair_difference(q, d) + np.exp(q), rtol=1e-10, atol=0)
+
+
+def test_refuses_out_of_range():
+    with pytest.raises(ValueError, match="q must be <= 800"):
+        an.log_pair_term(900.0, 4)
+    with pytest.raises(ValueError, match="q must be >= 0"):
+        an.pair_difference(-1.0, 4)
