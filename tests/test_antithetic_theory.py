@@ -75,3 +75,34 @@ def test_refuses_out_of_range():
         an.log_pair_term(900.0, 4)
     with pytest.raises(ValueError, match="q must be >= 0"):
         an.pair_difference(-1.0, 4)
+
+
+def _oprf_reference(q, d, A):
+    """log E[(1-4A)^d e^{2AS} 0F1(; d/2; (1-4A) S q/4)], at 30 digits."""
+    with mp.workdps(30):
+        b, q, A = mp.mpf(d) / 2, mp.mpf(q), mp.mpf(A)
+
+        def f(t):
+            lo, hi = _quantiles(b, mp.ncdf(t))
+            s = lo + hi
+            return mp.exp(2 * A * s) * mp.hyp0f1(b, (1 - 4 * A) * s * q / 4) * mp.npdf(t)
+
+        return mp.log((1 - 4 * A) ** d * 2 * mp.quad(f, [-30, -8, -3, 0]))
+
+
+@pytest.mark.parametrize("q, d, A", [(2.0, 4, -0.1768), (0.5, 16, 0.05), (8.0, 16, -0.1768)])
+def test_oprf_pair_term_against_mpmath(q, d, A):
+    got = float(an.oprf_log_pair_term(q, d, A))
+    assert abs(got - float(_oprf_reference(q, d, A))) <= 1e-9
+
+
+def test_antithetic_lowers_the_oprf_pair_term_at_its_optimum():
+    # against independent chi norms, whose orthogonal pair term is A-free: 1F1(d; d/2; q/2)
+    from rfkernels.numerics import beyond as bt
+
+    for d in (4, 16, 64):
+        for q in (0.5, 8.0, 32.0):
+            A = float(bt.oprf_optimal_a(q / d))
+            independent = float(mp.log(mp.hyp1f1(d, d / 2, q / 2)))
+            assert an.oprf_log_pair_term(q, d, A) < independent
+    assert float(an.oprf_log_pair_term(2.25, 4, 0.0)) == float(an.log_pair_term(2.25, 4))

@@ -1,6 +1,10 @@
 r"""Pair terms of orthogonal rows with antithetic chi norms (Reid et al., ICLR 2025) [1]_.
 
-Numerics only (issue 25, started): no norm law is registered yet. Two rows
+Numerics only (issue 25, started): no norm law is registered yet.
+Hyperbolic features have the positive pair term (:math:`E\cosh(\omega_1\cdot u)
+\cosh(\omega_2\cdot u) = \tfrac12 E[\cosh((\omega_1+\omega_2)\cdot u) +
+\cosh((\omega_1-\omega_2)\cdot u)]`, both sums isotropic of squared length S);
+OPRF's is :func:`oprf_log_pair_term`. Two rows
 of a Haar-orthogonal block with norms :math:`R_1, R_2` give
 :math:`R_1e_1 + R_2e_2`, an isotropic vector of squared length
 :math:`S = R_1^2 + R_2^2`, so the pair term of positive features is
@@ -148,4 +152,28 @@ def pair_difference(q, d, sign=1):
     return out.reshape(np.shape(q))
 
 
-__all__ = ["Q_MAX", "log_pair_term", "pair_difference"]
+def oprf_log_pair_term(q, d, A):
+    r"""``log E[(1-4A)^d e^{2AS} 0F1(; d/2; (1-4A) S q/4)]``: OPRF's antithetic pair term.
+
+    For OPRF features (parameter ``A < 1/8``, one float) the pair term of two
+    coupled rows is :math:`(1-4A)^d\Lambda^2 E[e^{2AS}{}_0F_1(;d/2;(1-4A)Sq/4)]`,
+    :math:`q = |x + y|^2` (without :math:`\Lambda^2`). With independent chi
+    norms the tilt :math:`e^{2AR^2}` of each radius is the likelihood ratio
+    to another chi radius and the term does not depend on A; with coupled
+    norms it does. A = 0 is :func:`log_pair_term`.
+    """
+    q, d = _check(q, d)
+    A = float(check_finite(A, "A"))
+    if not A < 0.125:
+        raise ValueError(f"A must be < 1/8; got {A!r}")
+    log_w, S = _nodes(d)
+    qa = np.atleast_1d(q)[..., None]
+    c = 1.0 - 4.0 * A
+    z = np.maximum(c * S * qa / 4.0, 1e-300)
+    lg = log_w + 2.0 * A * S + _log_0f1_pos(0.5 * d, z)
+    top = np.max(lg, axis=-1, keepdims=True)
+    out = d * math.log1p(-4.0 * A) + top[..., 0] + np.log(np.sum(np.exp(lg - top), axis=-1))
+    return out.reshape(np.shape(q))
+
+
+__all__ = ["Q_MAX", "log_pair_term", "oprf_log_pair_term", "pair_difference"]
