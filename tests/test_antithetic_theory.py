@@ -106,3 +106,13 @@ def test_antithetic_lowers_the_oprf_pair_term_at_its_optimum():
             independent = float(mp.log(mp.hyp1f1(d, d / 2, q / 2)))
             assert an.oprf_log_pair_term(q, d, A) < independent
     assert float(an.oprf_log_pair_term(2.25, 4, 0.0)) == float(an.log_pair_term(2.25, 4))
+
+
+@pytest.mark.parametrize("q, d", [(40.0, 16), (16.0, 64)])
+def test_trig_antithetic_can_raise_the_pair_term(q, d):
+    """Where benchmarks/antithetic_trig_sign.py finds antithetic norms worse than independent ones."""
+    got = float(an.pair_difference(q, d, -1))
+    ref = _reference(q, d, -1)
+    assert abs(got - float(ref)) <= max(1e-8 * abs(float(ref)), 1e-13)  # trig: absolute ~1e-14
+    independent = mp.hyp1f1(d, mp.mpf(d) / 2, -mp.mpf(q) / 2)
+    assert ref + mp.e ** (-q) - independent > 0 and got + math.exp(-q) - float(independent) > 0

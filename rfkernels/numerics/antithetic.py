@@ -37,7 +37,10 @@ pair term and the independent-rows value :math:`e^{\pm q}` agree to first
 order in q. The difference is computed as
 :math:`E[h(Sq/4)] - (\mathrm{expm1}(\pm q) \mp q)` with
 :math:`h(z) = {}_0F_1(;b;\pm z) - 1 \mp z/b` (its series from the second
-term below :math:`z = 1`), so it keeps its relative accuracy as q -> 0.
+term below :math:`z = 1`), so it keeps its relative accuracy as q -> 0. For trig the integrand is
+bounded and oscillates: the sum's absolute error is about 1e-14 (4e-15
+measured against mpmath at d = 64, q = 16, where the difference is
+-1.1e-7), so its relative accuracy falls where the difference is small.
 
 References
 ----------
