@@ -61,9 +61,9 @@ from .features import (
 )
 from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
 from .estimators import estimator
-from .estimators.spec import refuse_parameter
+from .pairs import is_derf, refuse_derf_parameters, require_projections
 from .estimators.derf import attention_inputs, dense_attention_inputs
-from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
+from .estimators.registry import check_kind, entry as registry_entry
 from .presets import KeyState, check_preset, preset_attention, query_features
 from .validation import (
     KINDS,
@@ -414,8 +414,8 @@ def favor_attention(
             f"for the deterministic map {kind!r} use linear_attention(Q, K, V, None, {kind!r})"
         )
     check_kind(kind)
-    _refuse_b(kind, B_query, B_key)
-    if registry_entry("kind", kind).pair_transform is not None:  # DERF: OPRF on (q', k')
+    refuse_derf_parameters(kind, B_query, B_key)
+    if is_derf(kind):  # DERF: OPRF on (q', k'), or positive features in d + 2 dimensions
         check_choice(preset, "preset", ("rfkernels",))
         return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, causal=causal, stabilize=stabilize,
                                nonpositive=nonpositive, block_size=block_size)
@@ -527,34 +527,22 @@ def linear_attention(
        Secretly Fast Weight Programmers", ICML 2021, Sections 4-5.
        https://arxiv.org/abs/2102.11174
     """
-    if isinstance(kind, str) and kind in registry_names("kind") and \
-            registry_entry("kind", kind).pair_transform is not None:
+    if is_derf(kind):
         if nu is not None:
             raise ValueError(f"nu is the parameter of kind='dpfp' only; got nu={nu!r} with kind={kind!r}")
         return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, normalization=normalization,
                                causal=causal, stabilize=stabilize, nonpositive=nonpositive,
                                block_size=block_size, caller="linear_attention")
-    _refuse_b(kind, B_query, B_key)
+    refuse_derf_parameters(kind, B_query, B_key)
     return _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize,
                              nonpositive, block_size, "linear_attention", A)
-
-
-def _refuse_b(kind, B_query, B_key):
-    """``B_query`` and ``B_key`` belong to the DERF kinds: refused with any other kind."""
-    derf = (isinstance(kind, str) and kind in registry_names("kind")
-            and registry_entry("kind", kind).pair_transform is not None)
-    for name, value in (("B_query", B_query), ("B_key", B_key)):
-        if value is not None and not derf:
-            refuse_parameter(name, value, kind)
 
 
 def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="attention", causal=False,
                     stabilize=True, nonpositive="nan", block_size=None, caller="favor_attention"):
     """A DERF kind's attention: fitted on Q and K (data-fitted kinds), then OPRF's on (q', k')."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
-    if W is None:
-        raise ValueError(f"W is required for the random feature map {kind!r}: an (m, d) array of "
-                         "projections (rfkernels.draw_projections); got None")
+    require_projections(kind, W)
     q, k, _, _ = check_qkv(Q, K, V, causal, xp)
     est = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=q.shape[1])
     if est.needs_fit:

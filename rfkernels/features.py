@@ -47,7 +47,6 @@ import numpy as np
 from .backends import get_array_module
 from .estimators import estimator, registry
 from .estimators.derf import features as derf_features
-from .estimators.spec import refuse_parameter
 from .pairs import (
     check_memory_pairs,
     check_oprf_a,
@@ -56,7 +55,10 @@ from .pairs import (
     check_projections,
     check_rows,
     check_target,
+    is_derf,
+    refuse_derf_parameters,
     require_finite,
+    require_projections,
     squeeze_pairs,
 )
 from .softmax import LME_CHUNK, log_softmax_kernel, softmax_kernel
@@ -153,11 +155,8 @@ def check_feature_map(kind, W, nu, sum_normalize, d=None, A=None):
             f"W must be None for the deterministic feature map {kind!r} (it has no "
             "projections); got an array"
         )
-    if not deterministic and W is None:
-        raise ValueError(
-            f"W is required for the random feature map {kind!r}: an (m, d) array of "
-            "projections (rfkernels.draw_projections); got None"
-        )
+    if not deterministic:
+        require_projections(kind, W)
     if kind == "dpfp":
         nu = 1 if nu is None else check_int(nu, "nu")
         if d is not None and nu > 2 * d - 1:
@@ -417,13 +416,11 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
        https://arxiv.org/abs/2102.11174
     """
     check_choice(role, "role", ROLES)
-    if isinstance(kind, str) and kind in registry.names("kind") and registry.entry("kind", kind).pair_transform:
+    if is_derf(kind):
         if nu is not None or sum_normalize or phase is not None:
             raise ValueError(f"kind={kind!r} takes none of nu, sum_normalize, phase")
         return _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma)
-    for name, value in (("B_query", B_query), ("B_key", B_key)):
-        if value is not None:
-            refuse_parameter(name, value, kind)
+    refuse_derf_parameters(kind, B_query, B_key)
     xp = get_array_module(X) if W is None else get_array_module(X, W)
     deterministic, nu, sum_normalize = check_feature_map(kind, W, nu, sum_normalize, A=A)
     A = None if deterministic else check_oprf_a(kind, A)
@@ -471,9 +468,7 @@ def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
         raise ValueError(f"kind={kind!r} is fitted on a population of queries and keys, not on the "
                          "rows of one map: fit = rfkernels.fit_derf(kind, Q, K), then "
                          "feature_map(X, W, 'derf', **fit.keywords, role=...)")
-    if W is None:
-        raise ValueError(f"W is required for the random feature map {kind!r}: an (m, d) array of "
-                         "projections (rfkernels.draw_projections); got None")
+    require_projections(kind, W)
     xp = get_array_module(X, W)
     x, x1 = check_rows(X, "X", xp)
     params = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=x.shape[1]).params

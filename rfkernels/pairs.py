@@ -12,7 +12,7 @@ import numpy as np
 
 from .backends import get_array_module
 from .estimators import oprf
-from .estimators.registry import check_kind, entry
+from .estimators.registry import check_kind, entry, names
 from .estimators.spec import refuse_parameter
 from .validation import check_finite, check_memory, check_same_d
 
@@ -41,6 +41,26 @@ def check_projections(value, xp):
     return w
 
 
+def is_derf(kind):
+    """A registered kind with a query map and a key map (DERF's: :attr:`Kind.pair_transform`)."""
+    return isinstance(kind, str) and kind in names("kind") and entry("kind", kind).pair_transform is not None
+
+
+def refuse_derf_parameters(kind, B_query, B_key):
+    """``B_query`` and ``B_key`` belong to the DERF kinds: refused with any other kind."""
+    if not is_derf(kind):
+        for name, value in (("B_query", B_query), ("B_key", B_key)):
+            if value is not None:
+                refuse_parameter(name, value, kind)
+
+
+def require_projections(kind, W):
+    """A random feature map needs its projections W: the one error when W is None."""
+    if W is None:
+        raise ValueError(f"W is required for the random feature map {kind!r}: an (m, d) array of "
+                         "projections (rfkernels.draw_projections); got None")
+
+
 def check_pair(X, Y, W=None, kind=None, A=None, phase=None):
     """Validate everything before any work; returns xp, arrays and squeeze flags (and the phases).
 
@@ -51,7 +71,7 @@ def check_pair(X, Y, W=None, kind=None, A=None, phase=None):
     xp = get_array_module(*args)
     if kind is not None:
         check_kind(kind)
-        if entry("kind", kind).pair_transform is not None:
+        if is_derf(kind):
             raise ValueError(f"kind={kind!r} has a query map and a key map: estimate its kernel as "
                              f"feature_map(X, W, {kind!r}, ..., role='query') @ feature_map(Y, W, "
                              f"{kind!r}, ..., role='key').T (the data-fitted kinds: fit_derf first)")

@@ -51,7 +51,8 @@ from .numerics import beyond as _bt
 from .numerics.closed_form import finish as _finish
 from .numerics.closed_form import log_expm1 as _log_expm1
 from .numerics.closed_form import pairs_in_blocks
-from .estimators import estimator, registry
+from .estimators import estimator
+from .pairs import is_derf
 from .validation import (
     KINDS,
     NORMS,
@@ -610,9 +611,7 @@ def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, kernel=
 
 def _derf_d(kind, x):
     """d for a DERF kind's estimator (its (d, d) parameters are checked against it), else None."""
-    if isinstance(kind, str) and kind in registry.names("kind") and registry.entry("kind", kind).pair_transform:
-        return int(np.shape(x)[-1])
-    return None
+    return int(np.shape(x)[-1]) if is_derf(kind) else None
 
 
 def fit_population(est, x, y, population=None):
