@@ -84,9 +84,13 @@ def choose_proposals(s):
     pairs = len(s.norm)
     if s.proposal == "plain":
         return Plan.plain(pairs, "plain: as requested")
-    if s.est.kind.tilt_reason is not None or s.method != "reduced":
-        why = ("trig estimates are bounded: nothing to tilt" if s.est.kind.tilt_reason is not None
-               else "the literal method has no proposal")
+    if not s.est.tilted or s.method != "reduced":
+        if s.est.kind.tilt_reason is not None:
+            why = "trig estimates are bounded: nothing to tilt"
+        elif s.method != "reduced":
+            why = "the literal method has no proposal"
+        else:  # the norm law (antithetic norms) or the kind's parameters refuse it
+            why = s.est.tilted.reason.split(":")[0].removeprefix("proposal='tilted' ")
         return Plan.plain(pairs, f"plain: {why}")
     plan = Plan.plain(pairs)
     key = key_from_seed(s.seq)

@@ -17,10 +17,12 @@ import numpy as np
 from .. import rng
 from ..backends import get_array_module
 from ..estimators import estimator, oprf, registry
+from ..numerics import chi_quantile
 from ..estimators.spec import check_sizes
 from ..validation import check_choice, check_int, complex_error, nonnegative_scalar
 from .proposal import Tilt, in_block, move_block, proposal_draws, tilt_weights
 from .streams import (
+    STREAM_ANTITHETIC,
     STREAM_DIRECTION,
     STREAM_LENGTH,
     STREAM_OPRF_TAIL,
@@ -95,10 +97,10 @@ def _unsigned(value, name, dtype, xp):
     return xp.asarray(arr, dtype=dtype)
 
 
-def _normals(key, counters, m, xp):
-    """g_i, i < m, from :data:`STREAM_DIRECTION`: shape (m, n)."""
+def _normals(key, counters, m, xp, stream=STREAM_DIRECTION):
+    """g_i, i < m, from ``stream`` (:data:`STREAM_DIRECTION`): shape (m, n)."""
     pairs = xp.arange((m + 1) // 2, dtype=xp.uint64)[:, None]
-    z0, z1 = rng.normal_pair(key, counters[None, :], pairs, stream=STREAM_DIRECTION, xp=xp)
+    z0, z1 = rng.normal_pair(key, counters[None, :], pairs, stream=stream, xp=xp)
     g = xp.empty((2 * z0.shape[0], counters.shape[0]), dtype=xp.float64)
     g[0::2] = z0
     g[1::2] = z1
@@ -122,6 +124,30 @@ def _simplex_directions(key, counters, m, d, xp):
         root = xp.sqrt(fixed_order_sum(h * h, xp))
         c[i0 : i0 + b] = scale * ((h[:b] - mean) / root)
     return c
+
+
+def antithetic_units(m, d):
+    """``(units, row_unit, row_sign)``: the normals a trial draws and, per row, its unit and sign.
+
+    Row ``i0 + 2k`` of the block starting at row ``i0 = j d`` (and row
+    ``i0 + 2k + 1``, with the opposite sign) takes unit ``j ceil(d/2) + k``;
+    the units of the blocks are contiguous (only the last block is partial).
+    """
+    half = (d + 1) // 2
+    rows = np.arange(m)
+    within = rows % d
+    row_unit = (rows // d) * half + within // 2
+    row_sign = np.where(within % 2 == 0, 1.0, -1.0)
+    return int(row_unit[-1]) + 1, row_unit, row_sign
+
+
+def _antithetic_squared_norms(key, counters, m, d, xp):
+    """The rows' squared antithetic chi(d) norms, shape (m, n) (module notes)."""
+    units, row_unit, row_sign = antithetic_units(m, d)
+    z = _normals(key, counters, units, xp, STREAM_ANTITHETIC)
+    table = xp.asarray(chi_quantile.quantile_table(d))
+    signed = xp.asarray(row_sign)[:, None] * z[xp.asarray(row_unit)]
+    return chi_quantile.squared_norms(signed, table, xp)
 
 
 def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=None, tilt=None):
@@ -178,14 +204,19 @@ def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=N
                 for i0 in range(0, m, d):
                     move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
             return sqrt_d * c, w2, (c if draw is not None else None), None
-        q = rng.chi_square(key, t, slots, float(d), stream=STREAM_SIMPLEX_LENGTH, xp=xp)
+        if norms == "antithetic":
+            q = _antithetic_squared_norms(key, counters, m, d, xp)
+        else:
+            q = rng.chi_square(key, t, slots, float(d), stream=STREAM_SIMPLEX_LENGTH, xp=xp)
         c = _simplex_directions(key, counters, m, d, xp)
     else:
         gamma = 0.0
         if norms == "chi":
             q, g = rng.chi_square_with_normal(key, t, slots, float(d), stream=STREAM_LENGTH, xp=xp)
-        else:
+        else:  # fixed and antithetic norms: the directions' normals alone
             g = _normals(key, counters, m, xp)
+            if norms == "antithetic":
+                q = _antithetic_squared_norms(key, counters, m, d, xp)
         c = xp.empty((m, n), dtype=xp.float64)
         for j, i0 in enumerate(range(0, m, d)):
             b = min(d, m - i0)

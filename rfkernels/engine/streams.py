@@ -32,6 +32,8 @@ STREAM_SIMPLEX_LENGTH = 21
 STREAM_PROPOSAL = 22
 #: Stream of the random phases U_i of kinds with a random phase (offset: cos(2 pi U_i)).
 STREAM_PHASE = 23
+#: Stream of the antithetic norms' normals z_u, one per pair of rows (or lone row) of a block.
+STREAM_ANTITHETIC = 24
 #: Bits of the trial counter that index trials; the pair index sits above.
 PAIR_SHIFT = 40
 #: Trials per pair addressable by the counter layout.

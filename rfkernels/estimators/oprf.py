@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..numerics import antithetic_mse as am
 from ..numerics import beyond as bt
 from ..numerics import elementary as elem
 from ..numerics.derf_fit import mean_pair_square
@@ -124,11 +125,14 @@ def fit(x, y):
 
 
 def log_mse(geom, m, est, vectors=None):
-    return bt.log_mse_beyond(geom, m, "oprf", est.ensemble.name, est.params.A)
+    out = bt.log_mse_beyond(geom, m, "oprf", est.ensemble.name, est.params.A)
+    if est.norms.coupled:  # the coupled pair term depends on A (MATH.md)
+        return am.log_mse_antithetic(geom, m, "oprf", est.ensemble.name, out, est.params.A)
+    return out
 
 
 def theory_reason(ensemble, norms):
-    return pair_law.chi_only_reason(ensemble, norms, "OPRF features")
+    return pair_law.chi_only_reason(ensemble, norms, "OPRF features", ("orthogonal",))
 
 
 KIND = registry.register("kind", registry.Kind(

@@ -4,7 +4,7 @@
 the covariance of two terms of one block, ``P`` the ordered pairs sharing a
 block (:func:`rfkernels.numerics.closed_form.pairs_in_blocks`). The pair law is the
 ensemble's coupling of two rows (independent, orthogonal, simplex) with the
-norm law's coupling of their lengths (chi or fixed). The numerics are in
+norm law's coupling of their lengths (chi, fixed or antithetic: :mod:`rfkernels.numerics.antithetic_mse`). The numerics are in
 :mod:`rfkernels.numerics.closed_form` (iid and orthogonal, chi and fixed norms, the
 paper's kinds) and :mod:`rfkernels.numerics.beyond` (OPRF, simplex); this
 module says which applies. Nothing here validates: the estimator is.
@@ -14,22 +14,29 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics import antithetic_mse as am
 from ..numerics import beyond as bt
 from ..numerics import closed_form as cf
 
 
-def chi_only_reason(ensemble, norms, what):
-    """The reason a chi-norm-only theory gives for fixed norms (None with chi norms)."""
-    if norms.chi:
-        return None
-    return (f"norms='fixed' has no exact theory for {what}: they are defined with chi(d) norms "
-            "(every row marginally N(0, I_d)); use norms='chi'")
+def chi_only_reason(ensemble, norms, what, coupled=()):
+    """The reason a chi-norm-only theory gives for other norms (None where it applies).
+
+    ``coupled``: the ensembles whose antithetic-norm theory exists for this kind.
+    """
+    if not norms.chi:
+        return (f"norms='fixed' has no exact theory for {what}: they are defined with chi(d) norms "
+                "(every row marginally N(0, I_d)); use norms='chi'")
+    if norms.coupled and ensemble.name not in coupled:
+        return (f"norms={norms.name!r} has no exact theory for {what} with ensemble="
+                f"{ensemble.name!r} (Monte Carlo only)")
+    return None
 
 
 def paper_theory_reason(ensemble, norms):
     """The paper's kinds: every pair law but simplex with fixed norms."""
-    if ensemble.name == "simplex":
-        return chi_only_reason(ensemble, norms, "simplex random features")
+    if ensemble.name == "simplex" or norms.coupled:
+        return chi_only_reason(ensemble, norms, "simplex random features", ("orthogonal", "simplex"))
     return None
 
 
@@ -38,12 +45,17 @@ def paper_log_mse(kind_name):
 
     def log_mse(geom, m, est, vectors=None):
         if est.ensemble.name == "simplex":
-            return bt.log_mse_beyond(geom, m, kind_name, "simplex", None)
-        pairs = cf.pairs_in_blocks(m, geom.d.astype(np.int64), est.ensemble.name)
-        with np.errstate(over="ignore"):
-            if est.norms.chi:
-                return cf.log_mse_chi(geom, m, kind_name, pairs)
-            return cf.log_mse_fixed(geom, m, kind_name, pairs)
+            out = bt.log_mse_beyond(geom, m, kind_name, "simplex", None)
+        else:
+            pairs = cf.pairs_in_blocks(m, geom.d.astype(np.int64), est.ensemble.name)
+            with np.errstate(over="ignore"):
+                if est.norms.chi:
+                    out = cf.log_mse_chi(geom, m, kind_name, pairs)
+                else:
+                    return cf.log_mse_fixed(geom, m, kind_name, pairs)
+        if est.norms.coupled:
+            return am.log_mse_antithetic(geom, m, kind_name, est.ensemble.name, out)
+        return out
 
     log_mse.__name__ = f"{kind_name}_log_mse"
     return log_mse

@@ -263,11 +263,36 @@ class NormLaw:
     name, summary : str
     chi : bool
         Every row marginally N(0, I_d) (chi(d) norms; the kernels' flag).
+    coupled : bool
+        The rows' norms are coupled in pairs within a block (antithetic
+        norms): chi(d) marginals, but not independent; the kernels' second flag.
+    ensembles : tuple of str or None
+        The ensembles whose blocks it pairs (None: every ensemble).
+    ensemble_reason : str
+        Why the other ensembles refuse it (with ``ensembles``).
+    tilt_reason : str or None
+        Why the tilted proposal refuses it (None: it does not).
     """
 
     name: str
     summary: str
     chi: bool
+    coupled: bool = False
+    ensembles: Optional[tuple] = None
+    ensemble_reason: str = ""
+    tilt_reason: Optional[str] = None
+
+    @property
+    def independent_chi(self):
+        """Independent chi(d) norms: the law Lemma 2, Theorem 2 and the chi-norm closed forms assume."""
+        return self.chi and not self.coupled
+
+    def refusal(self, ensemble):
+        """The error message for ``ensemble`` (a name) if this law does not apply to it, else None."""
+        if self.ensembles is None or ensemble in self.ensembles:
+            return None
+        return (f"norms={self.name!r} needs ensemble in {', '.join(repr(e) for e in self.ensembles)}; "
+                f"got ensemble={ensemble!r}: {self.ensemble_reason}")
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,8 @@ class Estimator:
             return Capability(f"Lemma 2 is the Performer paper's statement for "
                               f"{', '.join(k.name for k in registry.entries('kind') if k.lemma2)}; "
                               f"not {self.kind.name}")
-        if not self.norms.chi:
-            return Capability("Lemma 2 holds for chi norms only")
+        if not self.norms.independent_chi:
+            return Capability("Lemma 2 holds for independent chi norms only")
         return AVAILABLE
 
     @property
@@ -117,7 +117,7 @@ class Estimator:
             unmet.append(f"kind is {self.kind.name!r}")
         if self.ensemble.name != "orthogonal":
             unmet.append(f"ensemble is {self.ensemble.name!r}")
-        if not self.norms.chi:
+        if not self.norms.independent_chi:
             unmet.append(f"norms are {self.norms.name!r}")
         if self.m is not None and self.d is not None and self.m > self.d:
             unmet.append(f"m = {self.m} > d = {self.d}")
@@ -147,6 +147,8 @@ class Estimator:
         """The tilted importance-sampling proposal applies (reduced engine, unbounded terms)."""
         if self.kind.tilt_reason is not None:
             return Capability(self.kind.tilt_reason)
+        if self.norms.tilt_reason is not None:
+            return Capability(self.norms.tilt_reason)
         return self.reduced
 
     @property
@@ -246,6 +248,9 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
     e = registry.entry("ensemble", ensemble)
     n = registry.entry("norms", norms)
     t = registry.entry("kernel", kernel)
+    refused = n.refusal(e.name)
+    if refused is not None:
+        raise ValueError(refused)
     given = {name: v for name, v in values.items() if v is not None}
     for name, v in given.items():
         if name not in k.param_names and name not in t.param_names:

@@ -66,18 +66,24 @@ _PANEL_POINTS = 24
 
 @lru_cache(maxsize=64)
 def _nodes(d):
-    """``(log_weight, S)``: the half-line nodes in t with weight 2 phi(t) dt and S(t), for chi(d)."""
+    """``(log_weight, S, P)``: the half-line nodes in t with weight 2 phi(t) dt, S(t) and P(t) = R1 R2."""
     x, w = special.roots_legendre(_PANEL_POINTS)
     edges = np.arange(-_T_MAX, 0.0 + 0.5, 1.0)
     t = np.concatenate([0.5 * (x + 1.0) * (b - a) + a for a, b in zip(edges[:-1], edges[1:])])
     wt = np.concatenate([0.5 * w * (b - a) for a, b in zip(edges[:-1], edges[1:])])
     p = special.ndtr(t)
     half = 0.5 * d
-    S = 2.0 * special.gammaincinv(half, p) + 2.0 * special.gammainccinv(half, p)
+    q1, q2 = 2.0 * special.gammaincinv(half, p), 2.0 * special.gammainccinv(half, p)
+    S, P = q1 + q2, np.sqrt(q1 * q2)
     log_w = np.log(2.0 * wt) - 0.5 * t * t - 0.5 * math.log(2.0 * math.pi)
-    for arr in (log_w, S):
+    for arr in (log_w, S, P):
         arr.setflags(write=False)
-    return log_w, S
+    return log_w, S, P
+
+
+def _lengths(S, P, gamma):
+    """The squared lengths of omega_1 + omega_2 and omega_1 - omega_2 (rows at cosine gamma)."""
+    return S + 2.0 * gamma * P, S - 2.0 * gamma * P
 
 
 def _log_0f1_pos(b, z):
@@ -116,42 +122,57 @@ def _check(q, d):
     return q, d
 
 
-def log_pair_term(q, d):
+def _logsumexp(lg):
+    top = np.max(lg, axis=-1, keepdims=True)
+    return top[..., 0] + np.log(np.sum(np.exp(lg - top), axis=-1))
+
+
+def log_pair_term(q, d, gamma=0.0, symmetric=False):
     r"""``log E[0F1(; d/2; S q/4)]``: the positive-feature pair term with antithetic norms.
 
     ``q`` = :math:`|x + y|^2` (array, 0 <= q <= :data:`Q_MAX`); the term of
-    two coupled rows of a block, without the :math:`\Lambda^2` factor.
+    two coupled rows of a block, without the :math:`\Lambda^2` factor. Rows at
+    cosine ``gamma`` (simplex: :math:`-1/(d-1)`; 0: orthogonal) have
+    :math:`|\omega_1 \pm \omega_2|^2 = S \pm 2\gamma R_1R_2`; positive features
+    see the sum, hyperbolic ones (``symmetric=True``) the mean over both signs.
     """
     q, d = _check(q, d)
-    log_w, S = _nodes(d)
+    log_w, S, P = _nodes(d)
     qa = np.atleast_1d(q)[..., None]
-    with np.errstate(divide="ignore"):
-        z = np.maximum(S * qa / 4.0, 1e-300)
-        lg = log_w + _log_0f1_pos(0.5 * d, z)
-    top = np.max(lg, axis=-1, keepdims=True)
-    out = top[..., 0] + np.log(np.sum(np.exp(lg - top), axis=-1))
+    out = None
+    for L in _lengths(S, P, gamma)[: 2 if symmetric and gamma else 1]:
+        with np.errstate(divide="ignore"):
+            z = np.maximum(L * qa / 4.0, 1e-300)
+            term = _logsumexp(log_w + _log_0f1_pos(0.5 * d, z))
+        out = term if out is None else np.logaddexp(out, term) - math.log(2.0)
     return out.reshape(np.shape(q))
 
 
-def pair_difference(q, d, sign=1):
-    r"""``E[0F1(; d/2; sign S q/4)] - e^{sign q}``: antithetic pair term minus independent rows'.
+def pair_difference(q, d, sign=1, gamma=0.0, symmetric=None):
+    r"""``E[0F1(; d/2; sign L q/4)] - e^{sign q}``: antithetic pair term minus independent rows'.
 
-    ``sign = +1``: positive features at :math:`q = |x + y|^2`; ``-1``: trig
-    at :math:`q = |x - y|^2`. Cancellation-free for small q (module notes);
-    for positive features at large q prefer :func:`log_pair_term` (the
-    value is then of order :math:`e^q`).
+    ``sign = +1``: positive (hyperbolic with ``symmetric=True``) features at
+    :math:`q = |x + y|^2`; ``-1``: trig at :math:`q = |x - y|^2` (symmetric
+    by default). ``L`` is :math:`|\omega_1 \pm \omega_2|^2` (:func:`log_pair_term`:
+    rows at cosine ``gamma``; ``symmetric`` averages both signs).
+    Cancellation-free for small q (module notes); for positive features at
+    large q prefer :func:`log_pair_term` (the value is then of order
+    :math:`e^q`).
     """
     q, d = _check(q, d)
     if sign not in (1, -1):
         raise ValueError(f"sign must be 1 or -1; got {sign!r}")
-    log_w, S = _nodes(d)
+    symmetric = sign < 0 if symmetric is None else bool(symmetric)
+    log_w, S, P = _nodes(d)
     w = np.exp(log_w)
+    lengths = _lengths(S, P, gamma)[: 2 if symmetric and gamma else 1]
+    # E[z]/b = q + gamma q E[P]/d for the sum alone; the signs cancel in the mean of both
+    drift = 0.0 if (symmetric or not gamma) else sign * gamma * float(np.sum(w * P)) / d
     qa = np.atleast_1d(q).ravel()
     out = np.empty(qa.shape)
     for i, qi in enumerate(qa):
-        z = S * qi / 4.0
-        mean_h = float(np.sum(w * _h(0.5 * d, z, sign)))
-        out[i] = mean_h - (math.expm1(sign * qi) - sign * qi)
+        mean_h = sum(float(np.sum(w * _h(0.5 * d, L * qi / 4.0, sign))) for L in lengths) / len(lengths)
+        out[i] = (mean_h + drift * qi) - (math.expm1(sign * qi) - sign * qi)
     return out.reshape(np.shape(q))
 
 
@@ -169,13 +190,11 @@ def oprf_log_pair_term(q, d, A):
     A = float(check_finite(A, "A"))
     if not A < 0.125:
         raise ValueError(f"A must be < 1/8; got {A!r}")
-    log_w, S = _nodes(d)
+    log_w, S, _ = _nodes(d)
     qa = np.atleast_1d(q)[..., None]
     c = 1.0 - 4.0 * A
     z = np.maximum(c * S * qa / 4.0, 1e-300)
-    lg = log_w + 2.0 * A * S + _log_0f1_pos(0.5 * d, z)
-    top = np.max(lg, axis=-1, keepdims=True)
-    out = d * math.log1p(-4.0 * A) + top[..., 0] + np.log(np.sum(np.exp(lg - top), axis=-1))
+    out = d * math.log1p(-4.0 * A) + _logsumexp(log_w + 2.0 * A * S + _log_0f1_pos(0.5 * d, z))
     return out.reshape(np.shape(q))
 
 
