@@ -90,7 +90,7 @@ def choose_proposals(s):
         elif s.method != "reduced":
             why = "the literal method has no proposal"
         else:  # the norm law (antithetic norms) or the kind's parameters refuse it
-            why = s.est.tilted.reason.split(":")[0].removeprefix("proposal='tilted' ")
+            why = "the tilted proposal " + s.est.tilted.reason.removeprefix("proposal='tilted' ").split(";")[0]
         return Plan.plain(pairs, f"plain: {why}")
     plan = Plan.plain(pairs)
     key = key_from_seed(s.seq)

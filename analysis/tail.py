@@ -170,9 +170,12 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi", A=None):
         raise ValueError(f"reach for kind={kind.name!r} needs its parameter A")
     B, A = kind.tilt_slope(A)  # 1, 0 for positive and hyperbolic: the same bits
     length = B * length
-    if norms == "chi":
-        length = length / (1.0 - 8.0 * A)
-    if norms == "fixed":
+    chi = registry.entry("norms", norms).chi  # antithetic norms too: each row marginally N(0, I_d)
+    if chi:
+        a2 = 2.0 * length / (1.0 - 8.0 * A)
+        plain = m * _above(a2) * sides
+        moved = None if tilt is None else _above(a2 - tilt.shift)
+    else:
         if d is None:
             raise ValueError("reach with norms='fixed' needs d")
         from scipy.special import betainc
@@ -182,10 +185,6 @@ def reach(kind, length, samples, m, tilt=None, d=None, norms="chi", A=None):
         c_star = direction_peak(length, d)
         per = 0.5 if d == 1 else 0.5 * float(betainc((d - 1.0) / 2.0, 0.5, 1.0 - c_star * c_star))
         plain, moved = m * per * sides, 0.5
-    else:
-        a2 = 2.0 * length
-        plain = m * _above(a2) * sides
-        moved = None if tilt is None else _above(a2 - tilt.shift)
     if tilt is None:
         return float(samples * plain)
     return float(samples * (tilt.alpha0 * plain + (1.0 - tilt.alpha0) * moved))

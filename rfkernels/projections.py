@@ -18,6 +18,7 @@ References
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from .validation import (
     check_bool,
@@ -29,6 +30,7 @@ from .backends import check_backend
 from .estimators import registry
 from .estimators.registry import check_ensemble, check_norms
 from .estimators.spec import check_sizes
+from .numerics import chi_quantile
 
 __all__ = [
     "draw_phases",
@@ -320,6 +322,21 @@ def _unit_rows(a):
     return a / np.linalg.norm(a, axis=-1, keepdims=True)
 
 
+def antithetic_squared_norms(m, d, rng):
+    r"""Squared antithetic chi(d) norms of m rows in blocks of d, drawn from the Generator ``rng``.
+
+    Rows ``(2k, 2k+1)`` of each block share one uniform u:
+    :math:`R^2 = 2\,\mathrm{gammaincinv}(d/2, u)` and
+    :math:`2\,\mathrm{gammainccinv}(d/2, u)` (the quantile at 1 - u), SciPy's
+    exact quantiles (:func:`rfkernels.numerics.chi_quantile.pairing` says
+    which rows share); an odd block's last row has its own u.
+    """
+    units, row_unit, row_sign = chi_quantile.pairing(m, d)
+    u = rng.uniform(size=units)[row_unit]
+    half = 0.5 * d
+    return np.where(row_sign > 0, 2.0 * special.gammaincinv(half, u), 2.0 * special.gammainccinv(half, u))
+
+
 def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="numpy"):
     r"""Draw an (m, d) projection matrix W whose rows are the ω_i.
 
@@ -355,9 +372,13 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         blocks, with the signs of ``diag(R)`` on the rows of Q. For
         m >= d the rows ω_j are not orthogonal and not N(0, I_d); biased
         reference behaviour, Monte Carlo only (see Notes).
-    norms : {"chi", "fixed"}, default "chi"
+    norms : {"chi", "fixed", "antithetic"}, default "chi"
         ``"chi"``: every row is marginally :math:`N(0, I_d)` (iid Gaussian
         rows, or orthogonal directions times independent chi(d) lengths).
+        ``"antithetic"`` (``"orthogonal"`` and ``"simplex"`` only; Reid et
+        al. 2025): chi(d) lengths coupled in pairs of rows (1, 2), (3, 4),
+        ... of each block, :math:`R_2 = F^{-1}(1 - F(R_1))`
+        (:func:`antithetic_squared_norms`); every row still :math:`N(0, I_d)`.
         ``"fixed"``: every row has length exactly :math:`\sqrt{d}` (uniform
         directions for ``"iid"``); the regularised SMREG variant, biased
         for the softmax kernel. For ``"sorf"``, ``"fixed"`` keeps the
@@ -473,6 +494,9 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     ensemble = check_ensemble(ensemble)
     check_sizes(registry.entry("ensemble", ensemble), None, d)  # the ensemble's least d
     norms = check_norms(norms)
+    refused = registry.entry("norms", norms).refusal(ensemble)
+    if refused is not None:
+        raise ValueError(refused)
     backend = check_backend(backend)
     rng = check_seed(seed)
     check_memory(projection_bytes(m, d, ensemble),
@@ -496,7 +520,9 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         q = orthogonal_blocks(n_blocks, d, rng)
         # row i of block b: Q_b s_i (s_i the simplex vertices), i.e. S @ Q_b^T
         rows = (simplex_directions(d) @ np.swapaxes(q, -1, -2)).reshape(n_blocks * d, d)[:m]
-        if norms == "chi":
+        if norms == "antithetic":
+            w = rows * np.sqrt(antithetic_squared_norms(m, d, rng))[:, np.newaxis]
+        elif norms == "chi":
             w = rows * np.sqrt(rng.chisquare(d, size=m))[:, np.newaxis]
         else:
             w = np.sqrt(d) * _unit_rows(rows)
@@ -506,7 +532,9 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
         n_blocks = -(-m // d)
         q = orthogonal_blocks(n_blocks, d, rng, fix_signs=(ensemble == "orthogonal"))
         rows = np.swapaxes(q, -1, -2).reshape(n_blocks * d, d)[:m]
-        if norms == "chi":
+        if norms == "antithetic":
+            w = rows * np.sqrt(antithetic_squared_norms(m, d, rng))[:, np.newaxis]
+        elif norms == "chi":
             w = rows * np.sqrt(rng.chisquare(d, size=m))[:, np.newaxis]
         else:
             w = np.sqrt(d) * _unit_rows(rows)

@@ -136,7 +136,7 @@ _BAD_OPTIONS = [
     ("repeated ensembles", dict(ensembles=["iid", "iid"]), ValueError,
      r"^ensembles must not repeat"),
     ("unknown preset", dict(presets=["fast"]), ValueError, r"^presets must be one of"),
-    ("unknown norms", dict(norms="unit"), ValueError, r"^norms must be one of 'chi', 'fixed'"),
+    ("unknown norms", dict(norms="unit"), ValueError, r"^norms must be one of 'chi', 'fixed', 'antithetic'"),
     ("m 0", dict(m=0), ValueError, r"^m must be >= 1"),
     ("m repeated", dict(m=[4, 8, 4]), ValueError, r"^m must not repeat"),
     ("m empty", dict(m=[]), ValueError, r"^m must be"),

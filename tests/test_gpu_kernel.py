@@ -45,6 +45,9 @@ TILT_TRIALS = 40
 TILT_LENGTH = 1.7  # moves of about 2|x + y| = 3.4: far from the plain law's draws
 TILT_OPRF_A = -0.2
 ENSEMBLE_NAMES = ("iid", "orthogonal", "simplex")
+#: antithetic norms (issue 25): (ensemble code 1 orthogonal / 2 simplex, kind code), both SHAPES and (7, 4)
+ANTI_CASES = [(ens, kind) for ens in (1, 2) for kind in (0, 1, 2, 3)]
+ANTI_SHAPES = SHAPES + [(7, 4)]
 #: monte_carlo_mse(proposal="tilted") on the GPU kernel against Numba: (ensemble, norms, kind)
 TILT_API = [("orthogonal", "chi", "positive"), ("simplex", "fixed", "hyperbolic"), ("iid", "chi", "oprf")]
 
@@ -89,6 +92,28 @@ def _simulated():
             }
     # the tilted proposal: estimates and weights of the GPU kernel, the CPU kernel and NumPy
     from rfkernels.engine import estimate_chunks
+    from rfkernels.numerics.chi_quantile import quantile_table
+
+    found["antithetic"] = {}
+    for ens, kind in ANTI_CASES:
+        for m, d in ANTI_SHAPES:
+            args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, True, kind, LENGTH)
+            oprf = oprf_constants(OPRF_A, LENGTH, d) if kind == 3 else None
+            cpu = np.empty(BEYOND_TRIALS)
+            _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, table=quantile_table(d))
+            threads, blocks = LAUNCHES[(m + kind) % len(LAUNCHES)]
+            gpu = np.full(BEYOND_TRIALS, np.nan)
+            _mc_cuda.gpu_reduced_estimates(*args, gpu, oprf=oprf, threads=threads, blocks=blocks,
+                                           table=quantile_table(d))
+            _, ref, _ = next(estimate_chunks(
+                KEY, LENGTH, m, d, KINDS[kind], ensemble=ENSEMBLE_NAMES[ens], norms="antithetic",
+                trials=BEYOND_TRIALS, first=BASE & (2**40 - 1), pair=BASE >> 40, backend="numpy",
+                A=OPRF_A if kind == 3 else None))
+            found["antithetic"][f"{ens}-{kind}-{m}-{d}"] = {
+                "equal": bool(np.array_equal(cpu, gpu)),
+                "numpy_equal": bool(np.array_equal(cpu, ref)),
+                "max_abs_diff": float(np.nanmax(np.abs(cpu - gpu))),
+            }
 
     found["tilted"] = {}
     for ens, chi, kind in TILT_CASES:
@@ -206,6 +231,16 @@ def test_simulated_gpu_simplex_and_oprf_equal_cpu_bit_for_bit(simulated, ens, ch
 
 
 @needs_numba_cuda
+@pytest.mark.parametrize("ens, kind", ANTI_CASES,
+                         ids=[f"{ENSEMBLE_NAMES[e]}-antithetic-{KINDS[k]}" for e, k in ANTI_CASES])
+def test_simulated_gpu_antithetic_norms_equal_cpu_and_numpy_bit_for_bit(simulated, ens, kind):
+    for m, d in ANTI_SHAPES:
+        case = simulated["antithetic"][f"{ens}-{kind}-{m}-{d}"]
+        assert case["equal"], f"m={m}, d={d}: max |gpu - cpu| = {case['max_abs_diff']}"
+        assert case["numpy_equal"], f"m={m}, d={d}: the CPU kernel differs from NumPy"
+
+
+@needs_numba_cuda
 @pytest.mark.parametrize("ens, chi, kind", TILT_CASES,
                          ids=[f"{ENSEMBLE_NAMES[e]}-{'chi' if c else 'fixed'}-{KINDS[k]}"
                               for e, c, k in TILT_CASES])
@@ -279,6 +314,29 @@ def test_device_estimates_match_cpu(orth, chi, kind):
     print(f"device == cpu bit for bit: {np.array_equal(outs[0], cpu)}; "
           f"max |diff| {np.max(np.abs(outs[0] - cpu)):.3g}")
 
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cupy_available(), reason="needs CuPy and a CUDA device")
+@needs_numba_cuda
+@pytest.mark.parametrize("ens, kind", ANTI_CASES)
+def test_device_antithetic_estimates_match_cpu(ens, kind):
+    """Antithetic norms on a device (the quantile table copied there): the CPU's numbers to rounding."""
+    import cupy
+
+    from rfkernels.engine import cuda as _mc_cuda, cpu as _mc_numba
+    from rfkernels.engine import oprf_constants
+    from rfkernels.numerics.chi_quantile import quantile_table
+
+    n, m, d = 4096, 64, 16
+    args = (np.uint32(KEY[0]), np.uint32(KEY[1]), np.uint64(BASE), m, d, ens, True, kind, LENGTH)
+    oprf = oprf_constants(OPRF_A, LENGTH, d) if kind == 3 else None
+    cpu = np.empty(n)
+    _mc_numba.reduced_estimates(*args, cpu, oprf=oprf, table=quantile_table(d))
+    out = cupy.empty(n)
+    _mc_cuda.gpu_reduced_estimates(*args, out, oprf=oprf, table=quantile_table(d))
+    np.testing.assert_allclose(out.get(), cpu, rtol=1e-11, atol=1e-13)
+    print(f"antithetic device == cpu bit for bit: {np.array_equal(out.get(), cpu)}")
 
 
 def _tilted_cpu(ens, chi, kind, m, d, n):

@@ -331,7 +331,7 @@ def test_unknown_ensemble():
 
 
 def test_unknown_norms():
-    with pytest.raises(ValueError, match="norms must be one of 'chi', 'fixed'; got 'unit'"):
+    with pytest.raises(ValueError, match="norms must be one of 'chi', 'fixed', 'antithetic'; got 'unit'"):
         draw_projections(3, 3, norms="unit")
 
 

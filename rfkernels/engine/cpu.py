@@ -46,6 +46,7 @@ import numpy as np
 
 from ..numerics.elementary_numba import exp, log
 from .rng_numba import (
+    antithetic_squared_norms,
     chi_square_at,
     chi_square_normal_at,
     mt_first_stage,
@@ -79,6 +80,7 @@ ENSEMBLE_CODES = {"iid": IID, "orthogonal": ORTHOGONAL, "simplex": SIMPLEX}
 TP_ALPHA0, TP_SHIFT, TP_WSCALE, TP_C1, TP_C0, TP_E_PLUS, TP_E_MINUS, TP_C_MINUS, TP_N1 = range(9)
 
 # the counter layout of the vectorised twin, imported, never retyped
+from .streams import STREAM_ANTITHETIC as _STREAM_ANTITHETIC
 from .streams import STREAM_DIRECTION as _STREAM_DIRECTION
 from .streams import STREAM_LENGTH as _STREAM_LENGTH
 from .streams import STREAM_OPRF_TAIL as _STREAM_OPRF_TAIL
@@ -290,6 +292,20 @@ def _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work):
 
 
 @scalar(inline="never")
+def _projections_orthogonal_antithetic(k0, k1, trial, m, d, p, g, q, ok, work, table):
+    # the fixed-norm directions (coordinates in p), the coupled squared lengths in q
+    _normals(k0, k1, trial, m, g)
+    _directions(k0, k1, trial, m, d, p, g)
+    antithetic_squared_norms(k0, k1, trial, m, d, _STREAM_ANTITHETIC, q, table)
+
+
+@scalar(inline="never")
+def _projections_simplex_antithetic(k0, k1, trial, m, d, p, g, q, ok, work, table):
+    antithetic_squared_norms(k0, k1, trial, m, d, _STREAM_ANTITHETIC, q, table)
+    _simplex_directions(k0, k1, trial, m, d, p, g)
+
+
+@scalar(inline="never")
 def _scale_chi(m, p, q):
     """p[i] <- sqrt(q[i]) p[i]: the projections from the direction coordinates and squared lengths."""
     for i in range(m):
@@ -455,8 +471,8 @@ _terms = positive.scalar_terms
 
 
 @scalar(inline="always")
-def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, phase, length, slope, curvature,
-                   offset, tilted, symmetric, tp, p, g, q, ok, work):
+def trial_estimate(k0, k1, trial, m, d, ensemble, chi, coupled, needs_w2, phase, length, slope,
+                   curvature, offset, tilted, symmetric, tp, table, p, g, q, ok, work):
     """``(e, w)``: the normalised estimate of trial counter ``trial`` and its weight.
 
     ``e`` is one entry of :func:`rfkernels.engine.normalised_estimates`.
@@ -467,7 +483,9 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, phase, length, 
     ``scalar_terms`` in the specialisation :func:`trial_estimate_for`. With ``tilted`` the trial is drawn
     from the proposal of :class:`rfkernels.engine.Tilt` (``symmetric`` and
     the floats ``tp`` of :func:`tilt_params`) and ``w`` is its weight
-    (:func:`rfkernels.engine.tilt_weights`); otherwise ``w`` is 1. ``p``,
+    (:func:`rfkernels.engine.tilt_weights`); otherwise ``w`` is 1. ``coupled``
+    (with ``chi``): antithetic norms from the quantile ``table``
+    (:func:`rfkernels.numerics.chi_quantile.quantile_table`; never tilted). ``p``,
     ``g``, ``q`` (float64) and ``ok`` (bool) of length >= m and ``work``
     (float64, (3, >= m)) are scratch. The CUDA kernels
     (:mod:`rfkernels.engine.cuda`) call its CUDA twin; the CPU kernel below
@@ -479,12 +497,16 @@ def trial_estimate(k0, k1, trial, m, d, ensemble, chi, needs_w2, phase, length, 
     if tilted:
         comp, negative = _choose(k0, k1, trial, m, tp[TP_ALPHA0], symmetric)
     if ensemble == ORTHOGONAL:
-        if chi:
+        if coupled:
+            _projections_orthogonal_antithetic(k0, k1, trial, m, d, p, g, q, ok, work, table)
+        elif chi:
             _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
         else:
             _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
     elif ensemble == SIMPLEX:
-        if chi:
+        if coupled:
+            _projections_simplex_antithetic(k0, k1, trial, m, d, p, g, q, ok, work, table)
+        elif chi:
             _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work)
         else:
             _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -528,7 +550,7 @@ def trial_estimate_for(kind):
     return specialise(trial_estimate, _terms=kind.scalar_terms)
 
 
-def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
+def _make_kernel(ENSEMBLE, CHI, COUPLED, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     """The parallel CPU kernel of one (ensemble, norms, kind), compiled on first use and cached.
 
     The per-trial work is that of :func:`trial_estimate`, spelled out here
@@ -553,7 +575,8 @@ def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     """
     BLOCK_IID = ENSEMBLE == IID
 
-    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tilted, phase, tp, out, weights):
+    def kernel(k0, k1, base, m, d, length, slope, curvature, offset, tilted, phase, tp, table, out,
+               weights):
         if KIND_ID < 0:  # never: names the kind in the cache key
             return
         n = out.shape[0]
@@ -573,12 +596,16 @@ def _make_kernel(ENSEMBLE, CHI, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
                 if tilted:
                     comp, negative = _choose(k0, k1, trial, m, tp[TP_ALPHA0], SYMMETRIC)
                 if ENSEMBLE == ORTHOGONAL:
-                    if CHI:
+                    if COUPLED:
+                        _projections_orthogonal_antithetic(k0, k1, trial, m, d, p, g, q, ok, work, table)
+                    elif CHI:
                         _projections_orthogonal_chi(k0, k1, trial, m, d, p, g, q, ok, work)
                     else:
                         _projections_orthogonal_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
                 elif ENSEMBLE == SIMPLEX:
-                    if CHI:
+                    if COUPLED:
+                        _projections_simplex_antithetic(k0, k1, trial, m, d, p, g, q, ok, work, table)
+                    elif CHI:
                         _projections_simplex_chi(k0, k1, trial, m, d, p, g, q, ok, work)
                     else:
                         _projections_simplex_fixed(k0, k1, trial, m, d, p, g, q, ok, work)
@@ -630,7 +657,7 @@ _KERNELS = {}
 _selected = None
 
 
-def kernel_for(ensemble, chi, kind):
+def kernel_for(ensemble, chi, kind, coupled=False):
     """The CPU kernel dispatcher of one (ensemble, norms, kind) (created, not compiled, on first request).
 
     One kernel serves both proposals (its argument ``tilted``).
@@ -643,16 +670,16 @@ def kernel_for(ensemble, chi, kind):
     if int(ensemble) not in ENSEMBLE_CODES.values():
         raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES.values())}; "
                          f"got {ensemble!r}")
-    key = (int(ensemble), bool(chi), kind_id(entry))
+    key = (int(ensemble), bool(chi), bool(coupled), kind_id(entry))
     if key not in _KERNELS:
-        _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), entry.needs_squared_norms, entry.symmetric_tilt,
-                                     kind_id(entry), entry.scalar_terms)
+        _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), bool(coupled), entry.needs_squared_norms,
+                                     entry.symmetric_tilt, kind_id(entry), entry.scalar_terms)
     _selected = _KERNELS[key]
     return _selected
 
 
 def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None,
-                              tilt=None, weights=None):
+                              tilt=None, weights=None, table=None):
     """Normalised estimates of trials with counters ``base .. base + len(out) - 1``.
 
     Parameters
@@ -680,12 +707,21 @@ def _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, o
     tilt : rfkernels.engine.Tilt, optional
         Draw from this proposal; ``weights`` (float64, like ``out``) receives
         the weights.
+    table : float64 array, optional
+        Antithetic norms (with ``chi``): the chi-square quantile table of d
+        (:func:`rfkernels.numerics.chi_quantile.quantile_table`); None:
+        independent norms.
     """
     slope, curvature, offset = constants_args(kind, length, oprf)
     _, tp, weights = tilt_params(tilt, weights, out)  # symmetric follows from the kind
-    kernel_for(ensemble, chi, kind)(k0, k1, base, m, d, length, slope, curvature, offset,
-                                    tilt is not None, kind_entry(kind).random_phase, tp, out,
-                                    weights)
+    kernel_for(ensemble, chi, kind, table is not None)(
+        k0, k1, base, m, d, length, slope, curvature, offset, tilt is not None,
+        kind_entry(kind).random_phase, tp, NO_TABLE if table is None else table, out, weights)
+
+
+#: The table argument of the kernels with independent norms (read-only, as the real ones).
+NO_TABLE = np.zeros((4, 1))
+NO_TABLE.setflags(write=False)
 
 
 #: Seconds a cold compile of the kernel took, measured (python benchmarks/bench_first_run.py; docs/performance.md).
@@ -713,7 +749,7 @@ def compile_pending(dispatcher=None):
 
 
 def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, tilt=None,
-                      weights=None):
+                      weights=None, table=None):
     """Fill ``out`` with the normalised estimates of trials ``base .. base + len(out) - 1``.
 
     With ``tilt`` (a :class:`rfkernels.engine.Tilt`) the trials come from
@@ -724,12 +760,12 @@ def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf
     """
     constants_args(kind, length, oprf)
     tilt_params(tilt, weights, out)
-    kernel_for(ensemble, chi, kind)
+    kernel_for(ensemble, chi, kind, table is not None)
     if compile_pending():
         print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
               "cached for later runs) ...", file=sys.stderr, flush=True)
     _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf, tilt,
-                              weights)
+                              weights, table)
 
 
 def _flush_if_dependencies_changed(dispatcher=None):

@@ -73,8 +73,8 @@ def _kernels(capacity, sim, kind):
     cap = capacity
 
     @cuda.jit
-    def estimates(k0, k1, base, m, d, ensemble, chi, needs_w2, phase, length, slope, curvature, offset,
-                  tilted, symmetric, tp, out, weights):
+    def estimates(k0, k1, base, m, d, ensemble, chi, coupled, needs_w2, phase, length, slope, curvature,
+                  offset, tilted, symmetric, tp, table, out, weights):
         p = cuda.local.array(cap, float64)
         g = cuda.local.array(cap, float64)
         q = cuda.local.array(cap, float64)
@@ -82,9 +82,9 @@ def _kernels(capacity, sim, kind):
         work = cuda.local.array((3, cap), float64)
         n = out.shape[0]
         for t in range(cuda.grid(1), n, cuda.gridsize(1)):
-            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, needs_w2, phase,
-                                  length, slope, curvature, offset, tilted, symmetric, tp, p, g, q,
-                                  ok, work)
+            e, w = trial_estimate(k0, k1, base + np.uint64(t), m, d, ensemble, chi, coupled, needs_w2,
+                                  phase, length, slope, curvature, offset, tilted, symmetric, tp,
+                                  table, p, g, q, ok, work)
             out[t] = e
             if tilted:
                 weights[t] = w
@@ -101,23 +101,24 @@ def _launch_blocks(n, threads):
     return max(1, min(want, sms * _BLOCKS_PER_SM))
 
 
-def _args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf):
+def _args(k0, k1, base, m, d, ensemble, chi, coupled, kind, length, oprf):
     """The kernels' arguments; ``ensemble`` an ensemble code (False/True: iid/orthogonal)."""
     slope, curvature, offset = _mc_numba.constants_args(kind, length, oprf)
     return (np.uint32(k0), np.uint32(k1), np.uint64(base), np.int64(m), np.int64(d), np.int64(ensemble),
-            bool(chi), bool(kind.needs_squared_norms), bool(kind.random_phase), float(length), slope,
-            curvature, offset)
+            bool(chi), bool(coupled), bool(kind.needs_squared_norms), bool(kind.random_phase),
+            float(length), slope, curvature, offset)
 
 
 def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, *,
-                          threads=THREADS, blocks=None, tilt=None, weights=None):
+                          threads=THREADS, blocks=None, tilt=None, weights=None, table=None):
     """Fill ``out`` (a CuPy array, or NumPy under the simulator) with the normalised estimates of
     trials ``base .. base + len(out) - 1``; = :func:`rfkernels.engine.cpu.reduced_estimates`.
 
     ``kind``: see :func:`rfkernels.engine.cpu.kind_entry`; ``oprf``: its
     constants (:func:`rfkernels.engine.oprf_constants` for oprf).
     ``tilt``: draw from that :class:`rfkernels.engine.Tilt` and write the
-    weights to ``weights`` (an array like ``out``).
+    weights to ``weights`` (an array like ``out``). ``table``: antithetic
+    norms' quantile table (None: independent norms), as for the CPU kernel.
     ``threads`` (per block) and ``blocks`` set the launch shape (default: enough
     blocks to fill the device); the estimates do not depend on it.
     """
@@ -129,5 +130,9 @@ def gpu_reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, 
     kind = _mc_numba.kind_entry(kind)
     estimates = _kernels(_capacity(m), simulator_enabled(), kind)
     blocks = _launch_blocks(n, threads) if blocks is None else int(blocks)
-    estimates[blocks, threads](*_args(k0, k1, base, m, d, ensemble, chi, kind, length, oprf),
-                               tilt is not None, bool(symmetric), tp, out, weights)
+    coupled = table is not None
+    table = _mc_numba.NO_TABLE if table is None else table
+    # 36 KiB copied per call: to the device, or (the simulator writes its arguments back) a writable copy
+    table = np.array(table) if simulator_enabled() else cuda.to_device(np.ascontiguousarray(table))
+    estimates[blocks, threads](*_args(k0, k1, base, m, d, ensemble, chi, coupled, kind, length, oprf),
+                               tilt is not None, bool(symmetric), tp, table, out, weights)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..estimators import estimator
+from ..numerics.chi_quantile import quantile_table
 from ..validation import check_choice, check_int, nonnegative_scalar
 from .laws import estimates_of
 from .proposal import Tilt
@@ -125,6 +126,8 @@ class Engine:
         self.width = max(est.m, est.d) if est.ensemble.name == "simplex" else est.m
         self.chunk = default_chunk(backend, self.width) if chunk is None else chunk
         self._kernel = None
+        #: Antithetic norms: the chi-square quantile table of d the kernels read (None: independent).
+        self.table = quantile_table(est.d) if est.norms.coupled else None
         if self.uses_kernel:
             if backend == "numba":
                 from .cpu import reduced_estimates as kernel
@@ -160,7 +163,7 @@ class Engine:
                 weights = wbuf[:n] if tilt is not None else None
                 self._kernel(k0, k1, np.uint64((pair << PAIR_SHIFT) | start), np.int64(est.m),
                              np.int64(est.d), est.ensemble.code, est.norms.chi, est.kind, length,
-                             out, oprf=consts, tilt=tilt, weights=weights)
+                             out, oprf=consts, tilt=tilt, weights=weights, table=self.table)
                 yield n, out, weights
             return
         key = xp.asarray(key)

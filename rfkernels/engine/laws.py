@@ -126,24 +126,9 @@ def _simplex_directions(key, counters, m, d, xp):
     return c
 
 
-def antithetic_units(m, d):
-    """``(units, row_unit, row_sign)``: the normals a trial draws and, per row, its unit and sign.
-
-    Row ``i0 + 2k`` of the block starting at row ``i0 = j d`` (and row
-    ``i0 + 2k + 1``, with the opposite sign) takes unit ``j ceil(d/2) + k``;
-    the units of the blocks are contiguous (only the last block is partial).
-    """
-    half = (d + 1) // 2
-    rows = np.arange(m)
-    within = rows % d
-    row_unit = (rows // d) * half + within // 2
-    row_sign = np.where(within % 2 == 0, 1.0, -1.0)
-    return int(row_unit[-1]) + 1, row_unit, row_sign
-
-
 def _antithetic_squared_norms(key, counters, m, d, xp):
     """The rows' squared antithetic chi(d) norms, shape (m, n) (module notes)."""
-    units, row_unit, row_sign = antithetic_units(m, d)
+    units, row_unit, row_sign = chi_quantile.pairing(m, d)
     z = _normals(key, counters, units, xp, STREAM_ANTITHETIC)
     table = xp.asarray(chi_quantile.quantile_table(d))
     signed = xp.asarray(row_sign)[:, None] * z[xp.asarray(row_unit)]

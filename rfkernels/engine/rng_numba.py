@@ -27,6 +27,9 @@ import numpy as np
 
 from ..numerics.elementary_numba import exp, log, sincos_2pi
 from ..numerics.scalar import scalar
+from ..numerics.chi_quantile import INTERVALS as _Q_INTERVALS
+from ..numerics.chi_quantile import PER_UNIT as _Q_PER_UNIT
+from ..numerics.chi_quantile import T_MAX as _Q_T_MAX
 
 # Constants are imported from the vectorised twin, never retyped.
 from ..rng import (
@@ -239,3 +242,40 @@ def chi_square_at(k0, k1, trial, slot, stream, dof):
 def chi_at(k0, k1, trial, slot, stream, dof):
     """Chi with ``dof > 0``: ``sqrt(chi_square_at(...))``; = :func:`rfkernels.rng.chi`."""
     return math.sqrt(chi_square_at(k0, k1, trial, slot, stream, dof))
+
+
+@scalar(inline="always")
+def log_chi_square_quantile(z, table):
+    """log Q(z) from the cubic table (= :func:`rfkernels.numerics.chi_quantile.log_quantile`)."""
+    x = min(max((z + _Q_T_MAX) * _Q_PER_UNIT, 0.0), float(_Q_INTERVALS))
+    k = min(np.int64(x), _Q_INTERVALS - 1)
+    s = x - k
+    return table[0, k] + s * (table[1, k] + s * (table[2, k] + s * table[3, k]))
+
+
+@scalar(inline="never")
+def antithetic_squared_norms(k0, k1, trial, m, d, stream, q, table):
+    """q[i], i < m: the squared antithetic chi(d) norms of ``stream`` (= the engine's NumPy twin).
+
+    Rows pair as :func:`rfkernels.numerics.chi_quantile.pairing` says, from
+    the ``table`` of :func:`rfkernels.numerics.chi_quantile.quantile_table`.
+    The units' normals go to q[u] first (u <= the rows that use it), then the
+    rows are filled from the last one down, so each reads its normal before
+    a row at or above it is written.
+    """
+    half = (d + 1) // 2
+    units = (m // d) * half + (m % d + 1) // 2
+    npairs = units // 2
+    for j in range(npairs):
+        z0, z1 = normal_pair_inline(k0, k1, trial, j, stream)
+        q[2 * j] = z0
+        q[2 * j + 1] = z1
+    if units % 2:
+        z0, z1 = normal_pair_inline(k0, k1, trial, npairs, stream)
+        q[units - 1] = z0
+    for i in range(m - 1, -1, -1):
+        within = i % d
+        z = q[(i // d) * half + within // 2]
+        if within % 2:
+            z = -z
+        q[i] = exp(log_chi_square_quantile(z, table))

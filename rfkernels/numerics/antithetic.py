@@ -44,7 +44,7 @@ measured against mpmath at d = 64, q = 16, where the difference is
 
 References
 ----------
-.. [1] I. Reid, K. Choromanski, E. Berger and A. Weller, "Variance-Reducing
+.. [1] I. Reid, S. Markou, K. Choromanski, R. E. Turner and A. Weller, "Variance-Reducing
    Couplings for Random Features", ICLR 2025 (arXiv:2405.16541).
 """
 

@@ -17,7 +17,11 @@ and :math:`C_{anti}` that of a coupled pair
 :math:`\Delta = C_{anti} - C` (over the prefactor) is formed from the two
 cancellation-free differences to the independent rows' :math:`e^{\pm q}`
 for :math:`q \le 8`, and from the two logs beyond (positive and hyperbolic
-features, whose terms grow like :math:`e^q`). OPRF (orthogonal only): its
+features, whose terms grow like :math:`e^q`). Where the independent pair
+term is below 1e-3 of :math:`e^q` (large q) only the bound
+:math:`|\Delta| \le \max(C_{anti}, 10^{-3} e^q)` is formed; the change is then
+below 1e-17 of the MSE (checked; an error is raised otherwise) and the
+result is the chi-norm MSE. OPRF (orthogonal only): its
 coupled pair term :func:`rfkernels.numerics.antithetic.oprf_log_pair_term`
 depends on A, and :math:`\Delta` is formed from the logs at every q, so its
 relative accuracy is about :math:`10^{-16} e^q / |\Delta|`
@@ -34,6 +38,10 @@ from . import hypergeometric as hg
 
 #: Below this q the differences to e^{+-q} are summed directly (see the module notes).
 _Q_DIRECT = 8.0
+#: The independent pair term e^q + D is formed only where it keeps this fraction of e^q.
+_RESOLVED = 1e-3
+#: A change to the MSE below this relative size is below float64's resolution of it.
+_NEGLIGIBLE = 1e-17
 
 
 def coupled_pairs(m, d):
@@ -72,7 +80,8 @@ def _delta(q, d, kind, ensemble, A, geom_point):
     log_ind, sign_ind = _log_independent_pair(q, d, kind, ensemble, geom_point)
     out_log, out_sign = np.full(q.shape, -np.inf), np.zeros(q.shape)
     sign = -1 if kind == "trig" else 1
-    direct = (q <= _Q_DIRECT) & (kind != "oprf")
+    # trig terms are bounded: their differences are summed directly at every q
+    direct = ((q <= _Q_DIRECT) | (kind == "trig")) & (kind != "oprf")
     if np.any(direct):
         qd = q[direct]
         anti = at.pair_difference(qd, d, sign, gamma, symmetric)
@@ -86,12 +95,16 @@ def _delta(q, d, kind, ensemble, A, geom_point):
             lpa = np.array([at.oprf_log_pair_term(qi, d, ai) for qi, ai in zip(qr, A[rest])])
         else:
             lpa = at.log_pair_term(qr, d, gamma, symmetric)
-        # log of the independent pair term e^q + D
-        lpi = qr + np.log1p(sign_ind[rest] * np.exp(log_ind[rest] - qr))
-        gap = lpa - lpi
-        with np.errstate(divide="ignore"):
-            out_log[rest] = lpi + np.log(np.abs(np.expm1(gap)))
-        out_sign[rest] = np.sign(gap)
+        # log of the independent pair term e^q + D; where D cancels e^q to more than three
+        # digits only the bound |Delta| <= max(e^lpa, 1e-3 e^q) is kept (sign 0: a bound)
+        arg = sign_ind[rest] * np.exp(log_ind[rest] - qr)
+        resolved = arg > -1.0 + _RESOLVED
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lpi = qr + np.log1p(np.where(resolved, arg, 0.0))
+            gap = lpa - lpi
+            out_log[rest] = np.where(resolved, lpi + np.log(np.abs(np.expm1(gap))),
+                                     np.maximum(lpa, qr + np.log(_RESOLVED)))
+        out_sign[rest] = np.where(resolved, np.sign(gap), 0.0)
     return out_log, out_sign
 
 
@@ -144,6 +157,11 @@ def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         rel = sign * pairs * np.exp(pref2 + log_delta - 2.0 * np.log(m) - log_mse_chi)
     rel = np.where(np.isfinite(log_mse_chi), rel, 0.0)
+    bound = np.broadcast_to(sign == 0.0, rel.shape) & np.isfinite(rel) & (rel != 0.0)
+    if np.any(bound & (rel > _NEGLIGIBLE)):  # never seen: the term is then e^{-q} of the variance
+        raise FloatingPointError("exact MSE (antithetic norms): the independent pair term cancels "
+                                 "beyond float64's resolution where the coupled pairs still matter")
+    rel = np.where(bound, 0.0, rel)
     if np.any(rel <= -1.0):
         raise FloatingPointError("exact MSE (antithetic norms): the coupled pairs cancel the "
                                  "variance beyond float64's resolution")

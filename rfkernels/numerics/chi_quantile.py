@@ -50,6 +50,23 @@ INTERVALS = int(2 * T_MAX * PER_UNIT)
 REL_ERROR = 1e-10
 
 
+def pairing(m, d):
+    """``(units, row_unit, row_sign)``: how m rows in blocks of d share the antithetic variates.
+
+    Row ``i0 + 2k`` of the block starting at row ``i0 = j d`` takes unit
+    ``j ceil(d/2) + k`` with sign +1 and row ``i0 + 2k + 1`` the same unit
+    with sign -1 (its norm is the antithetic one); an odd block's last row
+    has a unit of its own. The units of the blocks are contiguous (only the
+    last block is partial), ``units`` in all.
+    """
+    half = (d + 1) // 2
+    rows = np.arange(m)
+    within = rows % d
+    row_unit = (rows // d) * half + within // 2
+    row_sign = np.where(within % 2 == 0, 1.0, -1.0)
+    return int(row_unit[-1]) + 1, row_unit, row_sign
+
+
 def exact_log_quantile(t, d):
     r""":math:`\log Q(t)` by SciPy: ``log(2 gammaincinv(d/2, Phi(t)))``, each tail from its own side."""
     t = np.asarray(t, dtype=np.float64)
@@ -95,4 +112,4 @@ def squared_norms(z, table, xp=np):
 
 
 __all__ = ["INTERVALS", "PER_UNIT", "REL_ERROR", "T_MAX", "exact_log_quantile", "log_quantile",
-           "quantile_table", "squared_norms"]
+           "pairing", "quantile_table", "squared_norms"]
