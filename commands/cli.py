@@ -16,7 +16,8 @@ import sys
 _COMMANDS: dict = {}
 
 #: Modules of :mod:`rfkernels.commands` that register subcommands, in --help order.
-COMMAND_MODULES = ("check", "mse", "compare", "sweep", "attention", "capacity", "diagnose", "figures")
+COMMAND_MODULES = ("check", "mse", "rank", "compare", "sweep", "attention", "capacity", "diagnose",
+                   "figures")
 
 
 def command(name, help):

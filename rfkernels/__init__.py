@@ -11,6 +11,8 @@ Gaussian kernel (``kernel="gaussian"``), random-offset features (kind
 ``"offset"``, :func:`draw_phases`) and :class:`RandomFourierFeatures` (``docs/gaussian.rst``);
 dense-exponential features (kinds ``"derf"``, ``"saderf"``, ``"aderf"``, ``"sderf"``,
 :func:`fit_derf`, ``docs/derf.rst``).
+Which estimator for a budget of r outputs: :func:`rank_estimators` (every
+registered estimator's exact MSE, ranked; ``docs/ranking.rst``).
 The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
 identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
@@ -29,6 +31,7 @@ from .transformer import RandomFeatures
 from .fourier import RandomFourierFeatures
 
 from .numerics.derf_fit import fit as fit_derf
+from .ranking import rank_estimators
 from .version import __version__
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "log_estimate",
     "log_softmax_kernel",
     "pair",
+    "rank_estimators",
     "softmax_attention",
     "softmax_kernel",
     "__version__",

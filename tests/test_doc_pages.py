@@ -20,6 +20,7 @@ PAGES = {
     "gaussian.rst": (14, 0, []),
     "real_data.rst": (6, 0, []),
     "derf.rst": (5, 0, []),
+    "ranking.rst": (14, 1, []),
 }
 
 #: The presets page opens with a one-line snippet naming arrays the reader has: give it some.

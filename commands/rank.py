@@ -1,0 +1,166 @@
+"""``rfkernels rank``: which estimator for my budget? Every registered estimator's exact MSE, ranked.
+
+One pair from ``--d``, ``--norm-x``, ``--norm-y``, ``--angle`` (as ``rfkernels
+mse`` takes it) or a population of query/key pairs from ``--pairs FILE.npz``
+(arrays ``X`` and ``Y``, (n, d) each), a budget ``--r`` of feature-map
+outputs: :func:`rfkernels.rank_estimators`, as a table or strict JSON.
+"""
+
+from __future__ import annotations
+
+import zipfile
+
+from .cli import command
+from ._options import angle_in_range, choice, float_value, int_range, int_value, name_value, norm_value
+from ._output import dumps
+
+#: The single-pair options and their defaults (None on the parser: --pairs excludes them).
+_PAIR_DEFAULTS = {"d": 16, "norm_x": 1.0, "norm_y": 1.0, "angle": 1.0}
+
+
+def _add_rank(p):
+    kernels = choice("kernel")
+    p.epilog = ("One pair (--d, --norm-x, --norm-y, --angle) or a population (--pairs FILE.npz\n"
+                "holding arrays X and Y of shape (n, d): the MSE is the mean over the pairs\n"
+                "X[i], Y[i]; data-fitted kinds are fitted on them). --r counts feature-map\n"
+                "outputs: trig and hyperbolic features spend 2 per projection, the others 1.\n"
+                "Counts may be written 1e6; angles pi, pi/2, 3pi/4 as well as 1.5.\n"
+                "In --json a value that does not exist is null, with its reason in\n"
+                "\"null_reasons\".")
+    p.add_argument("--r", type=int_range(1), default=64,
+                   help="feature budget: feature-map outputs, not projections")
+    p.add_argument("--d", type=int_value, default=None, help="dimension (default: 16)")
+    p.add_argument("--norm-x", type=norm_value, default=None, help="|x| (default: 1)")
+    p.add_argument("--norm-y", type=norm_value, default=None, help="|y| (default: 1)")
+    p.add_argument("--angle", type=angle_in_range, default=None,
+                   help="angle between x and y, radians in [0, pi] (1.5, pi/2, 3pi/4, ...) "
+                        "(default: 1)")
+    p.add_argument("--pairs", type=name_value("file name"), default=None, metavar="FILE.npz",
+                   help="a population of query/key pairs: an .npz holding arrays X and Y, (n, d) "
+                        "each (instead of --d, --norm-x, --norm-y, --angle)")
+    p.add_argument("--kernel", type=kernels, default="softmax",
+                   help=f"target kernel, one of {', '.join(kernels.choices)}: softmax SM(x, y) = "
+                        "exp(x.y), or gaussian K(x, y) = exp(-gamma |x - y|^2) (needs --gamma)")
+    p.add_argument("--gamma", type=float_value, default=None,
+                   help="the Gaussian kernel's gamma, a finite number > 0 (with --kernel gaussian "
+                        "only)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def load_pairs(path):
+    """Arrays ``X`` and ``Y`` of an ``.npz`` file; one-line errors naming the file."""
+    import numpy as np
+
+    with open(path, "rb") as fh:  # OSError (missing, a folder) names the file
+        magic = fh.read(6)
+    if magic == b"\x93NUMPY":
+        raise ValueError(f"{path}: a .npy file; expected an .npz holding arrays X and Y")
+    if not magic.startswith(b"PK"):
+        raise ValueError(f"{path}: not a NumPy .npz file (not a zip archive)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = sorted(data.files)
+            missing = [n for n in ("X", "Y") if n not in names]
+            if missing:
+                raise ValueError(f"{path}: no array named {missing[0]!r} (arrays found: "
+                                 f"{', '.join(names) or 'none'}); expected arrays X and Y of "
+                                 "shape (n, d)")
+            X, Y = data["X"], data["Y"]
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"{path}: not a NumPy .npz file ({exc})") from None
+    for name, v in (("X", X), ("Y", Y)):
+        if v.ndim != 2:
+            raise ValueError(f"{path}: array {name} must have shape (n, d); got {v.shape}")
+    return X, Y
+
+
+def _inputs(args):
+    """``(x, y)`` of the run: the population of ``--pairs`` or the pair of the geometry options."""
+    from .. import theory
+
+    given = [k for k in _PAIR_DEFAULTS if getattr(args, k) is not None]
+    if args.pairs is not None:
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise ValueError(f"--pairs excludes {flags}: a population or one pair, not both")
+        return load_pairs(args.pairs)
+    values = {k: (v if getattr(args, k) is None else getattr(args, k))
+              for k, v in _PAIR_DEFAULTS.items()}
+    return theory.pair(values["d"], values["norm_x"], values["norm_y"], values["angle"])
+
+
+def _mse_text(row):
+    if row.mse is not None:
+        return f"{row.mse:10.4e}"
+    if row.log_mse is not None:
+        return f"e^{row.log_mse:.5g}"
+    return f"{0.0:10.4e}"  # exactly 0 (log_mse is -inf)
+
+
+def _ratio_text(row):
+    return f"{row.ratio:10.4g}" if row.ratio is not None else f"{'n/a':>10}"
+
+
+def _wrapped(items, width):
+    """``items`` joined by ", " in lines of about ``width`` characters, never splitting an item."""
+    lines, line = [], ""
+    for item in items:
+        if line and len(line) + 2 + len(item) > width:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = f"{line}, {item}" if line else item
+    return lines + [line]
+
+
+def print_table(ranking, out=print):
+    """The ranking as a readable table: the ranked rows, then the unranked with their reasons."""
+    target = ("SM = exp(x.y)" if ranking.kernel == "softmax"
+              else f"K = exp(-gamma |x - y|^2), gamma = {ranking.gamma:g}")
+    what = ("one pair" if ranking.n_pairs == 1 and ranking.inputs != "population"
+            else f"the mean over {ranking.n_pairs} pairs")
+    base = "/".join(ranking.baseline)
+    out(f"Exact MSE of every registered estimator of {target} at r = {ranking.r} outputs, "
+        f"d = {ranking.d}, {what}")
+    out(f"(ratio: to FAVOR+ iid, {base}, at the same r)")
+    out("")
+    width = max([len(row.name) for row in ranking.rows] + [9])
+    out(f"{'rank':>4}  {'estimator':<{width}}  {'m':>6}  {'MSE':>10}  {'ratio':>10}")
+    for row in ranking.ranked:
+        out(f"{row.rank:>4}  {row.name:<{width}}  {row.m:>6}  {_mse_text(row):>10}  "
+            f"{_ratio_text(row)}")
+    unranked = ranking.unranked
+    if unranked:
+        out("")
+        out(f"No exact MSE here ({len(unranked)} estimators, by reason):")
+        by_reason = {}
+        for row in unranked:
+            by_reason.setdefault(row.reason, []).append(f"{row.name} (m={row.m})")
+        for reason, names in by_reason.items():
+            out(f"- {reason}:")
+            for line in _wrapped(names, 90):
+                out(f"    {line}")
+    if ranking.refused:
+        out("")
+        out(f"{len(ranking.refused)} registered combinations are not estimators (the estimator "
+            "refuses them; --json lists them with the reason).")
+
+
+@command("rank", "Which estimator for my budget: every estimator's exact MSE at r outputs, ranked")(
+    _add_rank)
+def _run_rank(args):
+    from ..ranking import rank_estimators
+
+    x, y = _inputs(args)
+    ranking = rank_estimators(x, y, r=args.r, kernel=args.kernel, gamma=args.gamma)
+    if args.json:
+        out = ranking.to_dict()
+        out["pairs"] = args.pairs
+        if args.pairs is None:
+            out.update({k: (v if getattr(args, k) is None else getattr(args, k))
+                        for k, v in _PAIR_DEFAULTS.items() if k != "d"})
+            out.setdefault("null_reasons", {})["pairs"] = "one pair from the geometry options"
+        print(dumps(out, indent=1))
+        return 0
+    print_table(ranking)
+    return 0

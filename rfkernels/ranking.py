@@ -1,0 +1,450 @@
+r"""Which estimator for my budget? Every registered estimator's exact MSE at a feature budget, ranked.
+
+:func:`rank_estimators` takes one pair of inputs (vectors, or a
+:class:`rfkernels.theory.Geometry`) or a population of query/key pairs and
+a budget of ``r`` feature-map **outputs**, builds every registered
+(kind, ensemble, norm law) combination that :func:`rfkernels.estimators.estimator`
+accepts, gives each ``m = r // features_per_projection`` projections
+(trig and hyperbolic features spend two outputs per projection) and
+returns their exact MSE (:mod:`rfkernels.theory`, computed in log space),
+ranked, beside the ratio to FAVOR+ with iid projections (kind
+``"positive"``, ensemble ``"iid"``, chi norms) at the same ``r``.
+
+Combinations the estimator refuses (antithetic norms with iid rows, a
+kind that needs parameters nobody gave: ``"derf"``) are not estimators and
+are left out of the rows (:attr:`Ranking.refused` lists them). Estimators
+without a value here are listed after the ranked ones with their reason:
+no closed form (Monte Carlo only: SORF, the reference code's unfixed QR),
+a budget too small for one projection, a data-fitted kind given one pair.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from . import theory
+from .estimators import estimator, registry
+from .strict_json import json_safe
+from .validation import check_finite, check_int, check_same_d, check_vectors
+
+#: The reference of every ratio: FAVOR+ with iid projections and chi norms.
+BASELINE = ("positive", "iid", "chi")
+
+_LOG_MAX = math.log(np.finfo(np.float64).max)
+
+#: Errors of the theory that mean "no value here" (a quadrature's range, an overflowing fit),
+#: recorded as the row's reason rather than raised.
+_THEORY_ERRORS = (ValueError, OverflowError, FloatingPointError)
+
+
+@dataclass(frozen=True)
+class RankedEstimator:
+    """One estimator of a :class:`Ranking`: its names, its size at the budget and its exact MSE.
+
+    Attributes
+    ----------
+    rank : int or None
+        1 for the lowest MSE; None for an estimator without a value here.
+    kind, ensemble, norms : str
+        Registered names (:func:`rfkernels.estimators.registry.names`).
+    m : int
+        Projections the budget buys: ``r // features_per_projection`` (0
+        where not even one fits).
+    r : int
+        The budget of feature-map outputs (the same for every row).
+    outputs : int
+        Outputs the ``m`` projections use (``r - 1`` for trig and
+        hyperbolic at an odd ``r``).
+    mse : float or None
+        The exact MSE (the mean over the pairs for a population); None where
+        there is none or where it is beyond float64 (``log_mse`` holds it).
+    log_mse : float or None
+        Its natural log; None where there is none or where the MSE is exactly 0.
+    ratio : float or None
+        ``mse`` over FAVOR+ iid's at the same ``r`` (from the logs).
+    reason : str or None
+        Why the estimator has no value here (None: it is ranked).
+    null_reasons : tuple of (str, str)
+        ``(field, why)`` for each other field that is None.
+    """
+
+    rank: Optional[int]
+    kind: str
+    ensemble: str
+    norms: str
+    m: int
+    r: int
+    outputs: int
+    mse: Optional[float]
+    log_mse: Optional[float]
+    ratio: Optional[float]
+    reason: Optional[str] = None
+    null_reasons: tuple = ()
+
+    @property
+    def ranked(self):
+        """The estimator has an exact MSE here."""
+        return self.reason is None
+
+    @property
+    def name(self):
+        """``kind/ensemble/norms``."""
+        return f"{self.kind}/{self.ensemble}/{self.norms}"
+
+    def to_dict(self):
+        """The row as strict JSON content (every null with its reason in ``"null_reasons"``)."""
+        out = {"rank": self.rank, "kind": self.kind, "ensemble": self.ensemble,
+               "norms": self.norms, "m": self.m, "r": self.r, "outputs": self.outputs,
+               "mse": self.mse, "log_mse": self.log_mse, "ratio": self.ratio,
+               "reason": self.reason}
+        reasons = dict(self.null_reasons)
+        if self.reason is None:
+            reasons["reason"] = "ranked: the estimator has an exact MSE here"
+        else:
+            reasons["rank"] = "unranked: see reason"
+        return json_safe({**out, "null_reasons": reasons})
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The result of :func:`rank_estimators`: ranked rows first, the unranked after.
+
+    Attributes
+    ----------
+    rows : tuple of RankedEstimator
+        Ranked by MSE ascending (ties in registry order), then those without
+        a value, in registry order.
+    r, d : int
+        The budget of outputs and the dimension.
+    n_pairs : int
+        Pairs the MSE is averaged over (1 for one pair).
+    inputs : str
+        ``"pair"`` (vectors), ``"geometry"`` or ``"population"``.
+    kernel : str
+    gamma : float or None
+        The Gaussian kernel's parameter (None for softmax).
+    baseline : tuple of str
+        ``(kind, ensemble, norms)`` of the ratios' reference: :data:`BASELINE`.
+    refused : tuple of (str, str, str, str)
+        ``(kind, ensemble, norms, why)`` of every registered combination the
+        estimator refuses (not an estimator; absent from ``rows``).
+    """
+
+    rows: tuple
+    r: int
+    d: int
+    n_pairs: int
+    inputs: str
+    kernel: str
+    gamma: Optional[float]
+    baseline: tuple = BASELINE
+    refused: tuple = ()
+
+    @property
+    def ranked(self):
+        """The rows with an exact MSE, best first."""
+        return tuple(row for row in self.rows if row.ranked)
+
+    @property
+    def unranked(self):
+        """The rows without a value here, each with its reason."""
+        return tuple(row for row in self.rows if not row.ranked)
+
+    @property
+    def best(self):
+        """The ranked row with the lowest MSE (None where no row is ranked)."""
+        ranked = self.ranked
+        return ranked[0] if ranked else None
+
+    def row(self, kind, ensemble="iid", norms="chi"):
+        """The row of ``(kind, ensemble, norms)``; KeyError where it is not one (refused)."""
+        for row in self.rows:
+            if (row.kind, row.ensemble, row.norms) == (kind, ensemble, norms):
+                return row
+        raise KeyError(f"no row {kind}/{ensemble}/{norms} (not a registered estimator, "
+                       "or one the estimator refuses)")
+
+    def to_dict(self):
+        """Everything as strict JSON content: ``json.dumps(d, allow_nan=False)`` works.
+
+        A value that does not exist or is beyond float64 is null, with its
+        reason in the enclosing object's ``"null_reasons"``.
+        """
+        out = {"study": "rank", "r": self.r, "d": self.d, "n_pairs": self.n_pairs,
+               "inputs": self.inputs, "kernel": self.kernel, "gamma": self.gamma,
+               "baseline": dict(zip(("kind", "ensemble", "norms"), self.baseline)),
+               "rows": [row.to_dict() for row in self.rows],
+               "refused": [dict(zip(("kind", "ensemble", "norms", "reason"), entry))
+                           for entry in self.refused]}
+        reasons = {}
+        if self.gamma is None:
+            reasons["gamma"] = f"the {self.kernel} kernel has no gamma (the Gaussian kernel's parameter)"
+        return json_safe({**out, "null_reasons": reasons})
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The validated inputs: the geometry, the vectors (None for a Geometry), the population."""
+
+    geom: theory.Geometry
+    vectors: Optional[tuple]
+    population: bool
+    n_pairs: int
+    d: int
+    label: str
+
+
+def rank_estimators(x=None, y=None, *, r, geom=None, kernel="softmax", gamma=None):
+    r"""Every registered estimator's exact MSE at a budget of ``r`` feature-map outputs, ranked.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (d,) or (n, d)
+        One pair (two vectors) or a population of n query/key pairs
+        ``(x[i], y[i])`` (the MSE is the mean over the pairs; data-fitted
+        kinds are fitted on the rows of x as queries and of y as keys).
+        ``theory.pair(d, norm_x, norm_y, angle)`` gives a pair.
+    r : int
+        The budget: feature-map outputs (>= 1), not projections. Each
+        estimator gets ``m = r // features_per_projection`` projections
+        (2 outputs each for trig and hyperbolic, 1 otherwise).
+    geom : rfkernels.theory.Geometry, optional
+        One pair's invariants instead of ``x`` and ``y`` (scalar fields).
+        Kinds whose MSE needs the vectors themselves are then listed with
+        the theory's reason.
+    kernel : str
+        The target kernel (``"softmax"``, ``exp(x.y)``, or ``"gaussian"``).
+    gamma : float, optional
+        The Gaussian kernel's parameter (with ``kernel="gaussian"`` only).
+
+    Returns
+    -------
+    Ranking
+        The rows ranked by exact MSE ascending, then the estimators without
+        a value here with their reason; :meth:`Ranking.to_dict` is strict JSON.
+
+    Raises
+    ------
+    ValueError
+        One line naming the argument: ``r`` < 1; x, y not finite, not of
+        shape (d,) or (n, d), of different shapes or empty; both or neither
+        of (x, y) and ``geom``; an unknown kernel or a bad ``gamma``.
+    TypeError
+        A non-integer ``r``; ``geom`` not a :class:`~rfkernels.theory.Geometry`.
+
+    Notes
+    -----
+    Each value is :func:`rfkernels.theory.exact_log_mse` of the estimator
+    at ``m`` projections, so it is the value :func:`rfkernels.theory.exact_mse`
+    gives. OPRF's A is the variance-minimising :math:`A^*` of the pair; for a
+    population, one A fitted on it (:func:`rfkernels.features.oprf_auto_a`'s
+    rule), since one feature map serves every pair. For a population the mean
+    over the pairs is taken in log space,
+
+    .. math::
+
+        \log \overline{\mathrm{MSE}} = \log \sum_i e^{\ell_i} - \log n,
+        \qquad \ell_i = \log \mathrm{MSE}(x_i, y_i),
+
+    so nothing overflows; ``mse`` is None where the mean is beyond float64
+    and ``log_mse`` still holds it. The ratio to FAVOR+ iid is
+    :math:`e^{\log \mathrm{MSE} - \log \mathrm{MSE}_{\mathrm{FAVOR+\,iid}}}`.
+    Data-fitted kinds (SADERF, ADERF, SDERF) are fitted once per kind on the
+    population (:meth:`rfkernels.estimators.Estimator.fitted_on`); a single
+    pair cannot be fitted (its optimum is degenerate) and they are listed
+    with that reason. ``docs/ranking.rst`` has an example.
+
+    Examples
+    --------
+    >>> from rfkernels import rank_estimators, theory
+    >>> ranking = rank_estimators(*theory.pair(16, 0.5, 0.5, 1.0), r=32)
+    >>> ranking.row("positive", "iid", "chi").ratio
+    1.0
+    """
+    r = check_int(r, "r", minimum=1)
+    estimator(BASELINE[0], kernel=kernel, gamma=gamma)  # the kernel and gamma, checked once
+    inputs = _check_inputs(x, y, geom)
+    rows, refused, fits = [], [], {}
+    for kind in registry.entries("kind"):
+        for ens in registry.entries("ensemble"):
+            for law in registry.entries("norms"):
+                try:
+                    est = estimator(kind.name, ensemble=ens.name, norms=law.name, kernel=kernel,
+                                    gamma=gamma, d=inputs.d)
+                except ValueError as exc:
+                    refused.append((kind.name, ens.name, law.name, _one_line(exc)))
+                    continue
+                m = r // kind.features_per_projection
+                log_mse, reason = _log_mse(est, m, r, inputs, fits)
+                rows.append(((kind.name, ens.name, law.name), m, log_mse, reason))
+    return Ranking(rows=_finish_rows(rows, r), r=r, d=inputs.d, n_pairs=inputs.n_pairs,
+                   inputs=inputs.label, kernel=kernel,
+                   gamma=None if gamma is None else float(gamma), refused=tuple(refused))
+
+
+def _check_inputs(x, y, geom):
+    """The validated :class:`_Inputs` of ``rank_estimators`` (one-line errors naming the argument)."""
+    if geom is not None:
+        if x is not None or y is not None:
+            raise ValueError("geom and (x, y) exclude each other: give one pair's geometry "
+                             "or its vectors (or a population X, Y)")
+        geom = _check_geometry(geom)
+        return _Inputs(geom, None, False, 1, int(geom.d), "geometry")
+    if x is None or y is None:
+        raise ValueError("give x and y (one pair of shape (d,) each, or a population of shape "
+                         "(n, d) each) or geom=")
+    x = check_vectors(x, "x")
+    y = check_vectors(y, "y")
+    for name, v in (("x", x), ("y", y)):
+        if v.ndim > 2:
+            raise ValueError(f"{name} must be one vector (d,) or a population (n, d); "
+                             f"got shape {v.shape}")
+    d = check_same_d([x.shape, y.shape], ["x", "y"])
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape (pairs x[i], y[i]); got {x.shape} "
+                         f"and {y.shape}")
+    if x.ndim == 2 and x.shape[0] == 0:
+        raise ValueError(f"x and y must hold at least one pair; got shape {x.shape}")
+    population = x.ndim == 2
+    return _Inputs(theory.geometry(x, y), (x, y), population,
+                   x.shape[0] if population else 1, int(d),
+                   "population" if population else "pair")
+
+
+def _check_geometry(geom):
+    """One pair's :class:`rfkernels.theory.Geometry`: scalar fields, d a whole number >= 1, lengths >= 0."""
+    if not isinstance(geom, theory.Geometry):
+        raise TypeError(f"geom must be a theory.Geometry (d, half_sq, s, t); got "
+                        f"{type(geom).__name__}")
+    fields = {}
+    for name in theory.Geometry._fields:
+        value = check_finite(getattr(geom, name), f"geom.{name}")
+        if value.ndim != 0:
+            raise ValueError(f"geom.{name} must be a number (one pair); got shape {value.shape}: "
+                             "for many pairs give x and y of shape (n, d)")
+        if value < 0:
+            raise ValueError(f"geom.{name} must be >= 0; got {float(value)!r}")
+        fields[name] = value
+    fields["d"] = np.asarray(float(check_int(float(fields["d"]), "geom.d")))
+    return theory.Geometry(**fields)
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _log_mse(est, m, r, inputs, fits):
+    """``(log of the mean exact MSE, None)`` of ``est`` at ``m`` projections, or ``(None, reason)``."""
+    fpp = est.kind.features_per_projection
+    if m == 0:
+        return None, (f"r = {r} outputs buy no projection of kind={est.kind.name!r} "
+                      f"({fpp} outputs per projection)")
+    if not est.exact_mse:
+        return None, est.exact_mse.reason
+    if est.needs_fit:
+        if not inputs.population:
+            return None, (f"kind={est.kind.name!r} is fitted on a population of queries and keys; "
+                          "one pair cannot be fitted (its optimum is degenerate): give x and y "
+                          "of shape (n, d)")
+        est, reason = _fitted(est, inputs, fits)
+        if reason is not None:
+            return None, reason
+        if not est.exact_mse:  # the fitted parameters' own reason (SDERF's dense A, orthogonal)
+            return None, est.exact_mse.reason
+    elif inputs.population and _free_parameters(est):
+        # one feature map serves every pair: OPRF's A fitted on the population, not A* per pair
+        values = est.kind.fit(*(est.scale * v for v in inputs.vectors))
+        est = estimator(est.kind.name, ensemble=est.ensemble.name, norms=est.norms.name,
+                        kernel=est.kernel.name, gamma=getattr(est.kernel_params, "gamma", None),
+                        d=inputs.d, **values)
+    try:
+        logs = theory.exact_log_mse(inputs.geom, m, est, log=True, vectors=inputs.vectors)
+    except _THEORY_ERRORS as exc:
+        return None, f"the theory has no value here: {_one_line(exc)}"
+    log_mse = _log_mean(np.asarray(logs, dtype=np.float64))
+    if math.isnan(log_mse) or log_mse == math.inf:
+        return None, f"the theory returned {log_mse} (a bug: please report it)"
+    return log_mse, None
+
+
+def _free_parameters(est):
+    """A kind with parameters left to their per-pair default that it can fit on a population (OPRF)."""
+    kind = est.kind
+    return (bool(kind.param_names) and kind.fit is not None and not kind.population
+            and all(getattr(est.params, name, None) is None for name in kind.param_names))
+
+
+def _fitted(est, inputs, fits):
+    """``(est fitted on the population, None)`` or ``(None, why)``; one fit per kind (``fits``)."""
+    name = est.kind.name
+    if name not in fits:
+        try:
+            fits[name] = (theory.fit_population(est, *inputs.vectors).params, None)
+        except _THEORY_ERRORS as exc:
+            fits[name] = (None, f"the fit on the population failed: {_one_line(exc)}")
+    params, reason = fits[name]
+    if reason is not None:
+        return None, reason
+    return estimator(name, ensemble=est.ensemble.name, norms=est.norms.name,
+                     kernel=est.kernel.name, gamma=getattr(est.kernel_params, "gamma", None),
+                     d=inputs.d, params=params), None
+
+
+def _log_mean(logs):
+    """``log(mean(exp(logs)))`` without overflow (``-inf`` where every MSE is 0)."""
+    top = float(np.max(logs))
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(float(np.mean(np.exp(logs - top))))
+
+
+def _ratio(log_mse, base):
+    """``(ratio, None)`` from the logs, or ``(None, why)``."""
+    if base[0] is None:
+        return None, f"FAVOR+ iid has no value here: {base[1]}"
+    if log_mse == -math.inf and base[0] == -math.inf:
+        return None, "both this MSE and FAVOR+ iid's are exactly 0"
+    diff = log_mse - base[0]
+    if diff > _LOG_MAX:
+        return None, "beyond float64: compare log_mse"
+    ratio = math.exp(diff)
+    if ratio == 0.0 and log_mse != -math.inf:
+        return None, "below float64's smallest number (not 0): compare log_mse"
+    return ratio, None
+
+
+def _finish_rows(rows, r):
+    """The :class:`RankedEstimator` rows: ranked by log MSE (stable), then the unranked."""
+    base = next(((log, reason) for names, _, log, reason in rows if names == BASELINE),
+                (None, "not registered"))
+    ranked = sorted((row for row in rows if row[3] is None), key=lambda row: row[2])
+    out = []
+    for rank, (names, m, log_mse, _) in enumerate(ranked, 1):
+        notes = []
+        mse = math.exp(log_mse) if log_mse <= _LOG_MAX else None
+        if mse is None:
+            notes.append(("mse", "beyond float64: log_mse holds the value"))
+        if log_mse == -math.inf:
+            notes.append(("log_mse", "the MSE is exactly 0 (log 0 = -inf)"))
+        ratio, why = _ratio(log_mse, base)
+        if why is not None:
+            notes.append(("ratio", why))
+        out.append(_row(rank, names, m, r, mse, None if log_mse == -math.inf else log_mse,
+                        ratio, None, tuple(notes)))
+    for names, m, _, reason in rows:
+        if reason is not None:
+            notes = tuple((key, reason) for key in ("mse", "log_mse", "ratio"))
+            out.append(_row(None, names, m, r, None, None, None, reason, notes))
+    return tuple(out)
+
+
+def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes):
+    fpp = registry.entry("kind", names[0]).features_per_projection
+    return RankedEstimator(rank, *names, m, r, m * fpp, mse, log_mse, ratio, reason, notes)
+
+
+__all__ = ["BASELINE", "RankedEstimator", "Ranking", "rank_estimators"]
