@@ -116,3 +116,62 @@ def test_trig_antithetic_can_raise_the_pair_term(q, d):
     assert abs(got - float(ref)) <= max(1e-8 * abs(float(ref)), 1e-13)  # trig: absolute ~1e-14
     independent = mp.hyp1f1(d, mp.mpf(d) / 2, -mp.mpf(q) / 2)
     assert ref + mp.e ** (-q) - independent > 0 and got + math.exp(-q) - float(independent) > 0
+
+
+def _simplex_reference(q, d, sign, symmetric):
+    """E[0F1(; d/2; sign L q/4)] - e^{sign q}, L = S + 2 gamma R1 R2 (and its mirror), at 30 digits."""
+    with mp.workdps(30):
+        b, q = mp.mpf(d) / 2, mp.mpf(q)
+        gamma = -1 / mp.mpf(d - 1)
+
+        def f(t):
+            lo, hi = _quantiles(b, mp.ncdf(t))
+            s, p = lo + hi, mp.sqrt(lo * hi)
+            lengths = (s + 2 * gamma * p, s - 2 * gamma * p) if symmetric else (s + 2 * gamma * p,)
+            return sum(mp.hyp0f1(b, sign * L * q / 4) for L in lengths) / len(lengths) * mp.npdf(t)
+
+        return 2 * mp.quad(f, [-30, -8, -3, 0]) - mp.e ** (sign * q)
+
+
+@pytest.mark.parametrize("q, d, sign, symmetric", [
+    (1.5, 4, 1, False), (1e-3, 16, 1, False), (0.7, 3, 1, True), (2.0, 8, -1, True), (1e-2, 5, -1, True),
+])
+def test_simplex_pair_difference_against_mpmath(q, d, sign, symmetric):
+    """Rows at the simplex cosine -1/(d-1): |w1 +- w2|^2 = S +- 2 gamma R1 R2 (hyperbolic, trig: both)."""
+    got = float(an.pair_difference(q, d, sign, -1.0 / (d - 1), symmetric))
+    ref = float(_simplex_reference(q, d, sign, symmetric))
+    assert abs(got - ref) <= 1e-9 * abs(ref), (got, ref)
+    if sign > 0 and q > 0.1:
+        log_got = float(an.log_pair_term(q, d, -1.0 / (d - 1), symmetric))
+        assert abs(math.exp(log_got) - (ref + math.exp(q))) <= 1e-12 * math.exp(q)
+
+
+@pytest.mark.parametrize("kind, d, m, q", [("positive", 4, 7, 1.2), ("trig", 5, 12, 3.0),
+                                           ("hyperbolic", 3, 4, 0.4)])
+def test_exact_mse_against_mpmath(kind, d, m, q):
+    """theory.exact_mse(norms='antithetic') = (m V + P_ind C + P_c C_anti) / m^2, all at 30 digits."""
+    from rfkernels import theory
+
+    x = np.zeros(d)
+    y = np.zeros(d)
+    x[0] = y[0] = math.sqrt(q) / 2  # x = y: |x + y|^2 = q
+    if kind == "trig":  # x = -y: |x - y|^2 = q
+        y = -y
+    got = float(theory.exact_mse(x, y, m, kind, ensemble="orthogonal", norms="antithetic"))
+    with mp.workdps(30):
+        qm = mp.mpf(q)
+        half_sq = qm / 4
+        full, rest = divmod(m, d)
+        pairs = full * d * (d - 1) + rest * (rest - 1)
+        coupled = full * 2 * (d // 2) + 2 * (rest // 2)
+        if kind == "trig":
+            pref, var = mp.e ** (2 * half_sq), (1 - mp.e ** -qm) ** 2 / 2
+            c_ind = mp.hyp1f1(d, mp.mpf(d) / 2, -qm / 2) - mp.e ** -qm
+            c_anti = _reference(q, d, -1)
+        else:
+            pref = mp.e ** (-2 * half_sq)
+            var = mp.e ** qm * mp.expm1(qm) if kind == "positive" else mp.expm1(qm) ** 2 / 2
+            c_ind = mp.hyp1f1(d, mp.mpf(d) / 2, qm / 2) - mp.e ** qm
+            c_anti = _reference(q, d, 1)
+        ref = pref * (m * var + (pairs - coupled) * c_ind + coupled * c_anti) / m**2
+    assert abs(got / float(ref) - 1.0) <= 1e-9, (got, float(ref))
