@@ -21,6 +21,7 @@ PAGES = {
     "real_data.rst": (6, 0, []),
     "derf.rst": (5, 0, []),
     "ranking.rst": (14, 1, []),
+    "antithetic.rst": (13, 0, []),
 }
 
 #: The presets page opens with a one-line snippet naming arrays the reader has: give it some.

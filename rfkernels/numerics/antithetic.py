@@ -1,7 +1,7 @@
 r"""Pair terms of orthogonal rows with antithetic chi norms (Reid et al., ICLR 2025) [1]_.
 
-Numerics only (issue 25, started): no norm law is registered yet.
-Hyperbolic features have the positive pair term (:math:`E\cosh(\omega_1\cdot u)
+The pair terms of ``norms="antithetic"`` (:mod:`rfkernels.numerics.antithetic_mse`
+composes the MSE). Hyperbolic features have the positive pair term (:math:`E\cosh(\omega_1\cdot u)
 \cosh(\omega_2\cdot u) = \tfrac12 E[\cosh((\omega_1+\omega_2)\cdot u) +
 \cosh((\omega_1-\omega_2)\cdot u)]`, both sums isotropic of squared length S);
 OPRF's is :func:`oprf_log_pair_term`. Two rows
