@@ -137,6 +137,7 @@ from __future__ import annotations
 
 from .attention_data import (
     DEFAULT_ENSEMBLES,
+    ensembles_for,
     DEFAULT_INPUT_SCALE,
     DEFAULT_KINDS,
     INPUT_DISTRIBUTION,
@@ -161,6 +162,7 @@ from .regime_map import (
 __all__ = [
     "CLAIM_Z",
     "DEFAULT_ENSEMBLES",
+    "ensembles_for",
     "DEFAULT_INPUT_SCALE",
     "DEFAULT_KINDS",
     "HEAVY_TAIL_SHARE",

@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 
 from rfkernels.attention import FAVOR_BLOCK, SOFTMAX_BLOCK_ELEMENTS
+from rfkernels.estimators import registry
 from rfkernels.validation import (
     check_int,
     check_int_array,
@@ -27,6 +28,7 @@ from rfkernels.validation import (
 
 __all__ = [
     "DEFAULT_ENSEMBLES",
+    "ensembles_for",
     "DEFAULT_INPUT_SCALE",
     "DEFAULT_KINDS",
     "INPUT_DISTRIBUTION",
@@ -50,6 +52,15 @@ DEFAULT_INPUT_SCALE = 1.0
 DEFAULT_KINDS = ("trig", "positive", "hyperbolic")
 #: Default ensembles of the study.
 DEFAULT_ENSEMBLES = ("iid", "orthogonal")
+
+
+def ensembles_for(norms, defaults=DEFAULT_ENSEMBLES):
+    """The ``defaults`` the norm law ``norms`` applies to (antithetic norms: not iid).
+
+    The default ensembles of a study or a diagnosis given ``norms`` only.
+    """
+    law = registry.entry("norms", norms)
+    return tuple(e for e in defaults if law.refusal(e) is None)
 #: One-line description of the inputs, recorded in every table's metadata.
 INPUT_DISTRIBUTION = (
     "q_i, k_j ~ N(0, (input_scale^2/d) I_d) iid, v_j ~ N(0, I_d) iid; "

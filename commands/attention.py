@@ -55,8 +55,9 @@ def _add_attention(p):
     p.add_argument("--samples", type=int_value, default=15, help="random inputs per grid point (>= 2)")
     add_list(p, "--kind", convert=kinds, default=DEFAULT_KINDS,
              help=f"estimators among {', '.join(kinds.choices)} (default: the paper's three)")
-    add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
-             help=f"projection ensembles among {', '.join(ensembles.choices)}")
+    add_list(p, "--ensemble", convert=ensembles,
+             help=f"projection ensembles among {', '.join(ensembles.choices)} (default: "
+                  f"{','.join(DEFAULT_ENSEMBLES)}, those --norms applies to)")
     p.add_argument("--input-scale", default=DEFAULT_INPUT_SCALE,
                    type=positive_float(MAX_INPUT_SCALE,
                                        "a larger sigma overflows |q|^2 and q.k in float64"),
@@ -138,6 +139,8 @@ def _run_attention(args):
 
     from rfkernels.analysis import attention as study
 
+    if args.ensemble is None:  # antithetic norms leave iid out of the defaults
+        args.ensemble = list(study.ensembles_for(args.norms, study.DEFAULT_ENSEMBLES))
     m_values, kinds, ensembles = args.m, args.kind, args.ensemble
     rows = len(m_values) * len(kinds) * len(ensembles)
     # per sample and grid row: two float64 tables, then the sidecar's list (a Python

@@ -97,8 +97,9 @@ def _add(p):
     add_list(p, "--kind", convert=kinds,
              help=f"estimators among {', '.join(kinds.choices)} (default: "
                   f"{', '.join(attention_kinds())}; saderf and aderf are fitted on each head)")
-    add_list(p, "--ensemble", convert=ensembles, default=DEFAULT_ENSEMBLES,
-             help=f"projection ensembles among {', '.join(ensembles.choices)}")
+    add_list(p, "--ensemble", convert=ensembles,
+             help=f"projection ensembles among {', '.join(ensembles.choices)} (default: "
+                  f"{','.join(DEFAULT_ENSEMBLES)}, those --norms applies to)")
     add_list(p, "--preset", convert=presets,
              help=f"attention numerics among {', '.join(presets.choices)}: the estimators as "
                   "stated, or what a library computes on the same W (its epsilon, shifts, guard; "
@@ -315,7 +316,12 @@ def _print_summary(diag, paths, seconds):
 def _run(args):
     from rfkernels.analysis import load_qkv
 
+    from rfkernels.analysis.attention_data import ensembles_for
+    from rfkernels.analysis.diagnosis import DEFAULT_ENSEMBLES
+
     start = time.perf_counter()
+    if args.ensemble is None:  # antithetic norms leave iid out of the defaults
+        args.ensemble = list(ensembles_for(args.norms, DEFAULT_ENSEMBLES))
     folder = check_out_dir(args.out)  # before anything is read or computed
     loaded = load_qkv(args.files)
     diag = _run_diagnosis(loaded, args)

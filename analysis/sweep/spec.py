@@ -239,6 +239,11 @@ def _check_combinations(g, run):
                              "depends on x and y themselves, its data-fitted kinds on a "
                              "population): sweeps take geometries; use theory.exact_mse or "
                              "monte_carlo_mse_batch on the vectors")
+    for law, ensemble in itertools.product(g["norms"], g["ensemble"]):
+        refused = registry.entry("norms", law).refusal(ensemble)
+        if refused is not None:  # a grid is the product of its axes: every pair must exist
+            raise SweepError(f"grid: {refused}; sweep these norms in a grid of the ensembles "
+                             "they take")
     if 1 in g["d"] and any(a not in (0.0, math.pi) for a in g["angle"]):
         raise SweepError("grid.angle: with d = 1 the angle must be 0 or pi")
     if "norm_sum" in g and math.pi in g["angle"]:
