@@ -103,7 +103,7 @@ def attention_mse(
         None draws fresh entropy, which is recorded in ``meta["entropy"]``.
     input_scale : float, default :data:`DEFAULT_INPUT_SCALE`
         σ of :func:`~rfkernels.analysis.attention.attention_inputs`: E|q|² = E|k|² = σ².
-    norms : {"chi", "fixed"}, default "chi"
+    norms : {"chi", "fixed", "antithetic"}, default "chi"
         Row norms of the projections (:func:`rfkernels.draw_projections`).
     causal : bool, default False
         Causal (unidirectional) attention instead of bidirectional.

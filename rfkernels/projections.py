@@ -302,7 +302,7 @@ def xformers_features(m, d, rng, norms="chi"):
     m = check_int(m, "m")
     d = check_int(d, "d")
     rng = check_seed(rng)
-    norms = check_norms(norms)
+    norms = check_norms(norms, ("chi", "fixed"))  # xformers' two laws
     n_blocks = -(-d // m)
     check_memory(projection_bytes(m, d, "orthogonal-xformers"),
                  f"xformers_features(m={m}, d={d})")

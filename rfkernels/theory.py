@@ -472,7 +472,7 @@ def _folded(geom, log_factor, est):
 
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, kernel="softmax",
               gamma=None, B_query=None, B_key=None, population=None):
-    r"""Exact MSE of an estimator, iid, (block-)orthogonal or simplex, chi or fixed norms.
+    r"""Exact MSE of an estimator, iid, (block-)orthogonal or simplex, chi, fixed or antithetic norms.
 
     Parameters
     ----------

@@ -128,8 +128,9 @@ class RandomFeatures:
         Projection ensemble, any of :func:`rfkernels.draw_projections`: "iid",
         "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
         "orthogonal-xformers".
-    norms : {"chi", "fixed"}, default "chi"
-        Row norms (chi(d): unbiased; sqrt(d): the regularised variant).
+    norms : {"chi", "fixed", "antithetic"}, default "chi"
+        Row norms (chi(d): unbiased; sqrt(d): the regularised variant; antithetic: chi(d)
+        norms coupled in pairs of rows of each block, unbiased, ``docs/antithetic.rst``).
     random_state : None, int, numpy.random.Generator, SeedSequence or RandomState, default None
         Seed of the projections drawn in :meth:`fit` (a ``RandomState`` is
         consumed once for an integer seed, as scikit-learn would).

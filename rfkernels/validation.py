@@ -26,7 +26,7 @@ PAPER_KINDS = ("trig", "positive", "hyperbolic")
 #: that spawn keys built from an index stay what they were.
 ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf", "orthogonal-xformers")
 #: Row-norm laws for the projections.
-NORMS = ("chi", "fixed")
+NORMS = ("chi", "fixed", "antithetic")
 
 
 def check_choice(value, name, choices):

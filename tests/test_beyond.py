@@ -35,6 +35,7 @@ def test_tuples_are_appended_and_paper_kinds_kept():
     assert ENSEMBLES == ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
                          "orthogonal-xformers")
     assert ENSEMBLES == rfkernels.estimators.names("ensemble")  # one order, the registry's
+    assert rfkernels.NORMS == ("chi", "fixed", "antithetic") == rfkernels.estimators.names("norms")
     assert theory.THEORY_ENSEMBLES == ("iid", "orthogonal", "simplex")
     assert rfkernels.PAPER_KINDS == PAPER_KINDS
 
