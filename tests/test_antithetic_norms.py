@@ -198,3 +198,24 @@ def test_large_s_is_finite_and_at_most_chi():
         chi = theory.log_exact_mse(x, y, 16, "positive", ensemble="orthogonal", norms="chi")
         # at s = 300 the coupled pairs change the MSE by far less than its rounding (module notes)
         assert np.isfinite(anti) and (anti < chi if strict else anti == chi), (s, anti, chi)
+
+
+@pytest.mark.parametrize("ensemble", ["orthogonal", "simplex"])
+def test_peak_bytes_bounds_the_antithetic_sampler(ensemble):
+    """The memory estimate (peak_bytes) covers the quantile lookups' temporaries (tracemalloc)."""
+    import tracemalloc
+
+    from rfkernels.analysis import monte_carlo_mse_batch
+    from rfkernels.analysis.monte_carlo import peak_bytes
+
+    X, Y = np.full((2, 8), 0.1), np.full((2, 8), 0.05)
+    m, chunk = 2000, 128
+    for kind in ("trig", "hyperbolic"):
+        tracemalloc.start()
+        try:
+            monte_carlo_mse_batch(X, Y, m, kind, ensemble=ensemble, norms="antithetic", trials=chunk,
+                                  chunk=chunk, backend="numpy", seed=0, proposal="plain")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= peak_bytes(m, 8, 2, chunk, method="reduced", ensemble=ensemble) + 2**21, kind
