@@ -286,3 +286,14 @@ def add_list(parser, *flags, convert, default=None, help, **kwargs):
         default = list(default)
     return parser.add_argument(*flags, type=parse, action=ExtendList, default=default, help=help,
                                **kwargs)
+
+
+def add_kernel_options(parser):
+    """``--kernel`` (a registered target kernel, default softmax) and ``--gamma`` (the Gaussian kernel's)."""
+    kernels = choice("kernel")
+    parser.add_argument("--kernel", type=kernels, default="softmax",
+                        help=f"target kernel, one of {', '.join(kernels.choices)}: softmax SM(x, y) = "
+                             "exp(x.y), or gaussian K(x, y) = exp(-gamma |x - y|^2) (needs --gamma)")
+    parser.add_argument("--gamma", type=float_value, default=None,
+                        help="the Gaussian kernel's gamma, a finite number > 0 (with --kernel "
+                             "gaussian only)")

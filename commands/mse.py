@@ -6,7 +6,7 @@ import math
 import sys
 
 from .cli import command
-from ._options import angle_in_range, choice, float_value, int_value, norm_value, seed_value
+from ._options import add_kernel_options, angle_in_range, choice, int_value, norm_value, seed_value
 from ._output import dumps
 
 _LOG_MAX = math.log(sys.float_info.max)
@@ -17,7 +17,6 @@ def _add_mse(p):
     from ..engine import PROPOSALS
 
     kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
-    kernels = choice("kernel")
     p.epilog = ("Counts (--d, --m, --trials, --seed, --chunk) may be written 1e6; angles\n"
                 "pi, pi/2, 3pi/4 or 2*pi/3 as well as 1.5.\n"
                 "--kernel gaussian --gamma G estimates K(x, y) = exp(-gamma |x - y|^2)\n"
@@ -39,13 +38,9 @@ def _add_mse(p):
                    help=f"projections: {', '.join(ensembles.choices)} "
                         "(sorf and orthogonal-unfixed-qr: --method literal)")
     p.add_argument("--norms", type=norms, default="chi",
-                   help=f"row norms: {', '.join(norms.choices)} (chi: unbiased; fixed: sqrt(d))")
-    p.add_argument("--kernel", type=kernels, default="softmax",
-                   help=f"target kernel, one of {', '.join(kernels.choices)}: softmax SM(x, y) = "
-                        "exp(x.y), or gaussian K(x, y) = exp(-gamma |x - y|^2) (needs --gamma)")
-    p.add_argument("--gamma", type=float_value, default=None,
-                   help="the Gaussian kernel's gamma, a finite number > 0 (with --kernel gaussian "
-                        "only)")
+                   help=f"row norms: {', '.join(norms.choices)} (chi: unbiased; fixed: sqrt(d); "
+                        "antithetic: chi coupled in pairs of a block)")
+    add_kernel_options(p)
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="seed (recorded; same seed, same numbers on every backend)")

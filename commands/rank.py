@@ -11,7 +11,7 @@ from __future__ import annotations
 import zipfile
 
 from .cli import command
-from ._options import angle_in_range, choice, float_value, int_range, int_value, name_value, norm_value
+from ._options import add_kernel_options, angle_in_range, int_range, int_value, name_value, norm_value
 from ._output import dumps
 
 #: The single-pair options and their defaults (None on the parser: --pairs excludes them).
@@ -19,7 +19,6 @@ _PAIR_DEFAULTS = {"d": 16, "norm_x": 1.0, "norm_y": 1.0, "angle": 1.0}
 
 
 def _add_rank(p):
-    kernels = choice("kernel")
     p.epilog = ("One pair (--d, --norm-x, --norm-y, --angle) or a population (--pairs FILE.npz\n"
                 "holding arrays X and Y of shape (n, d): the MSE is the mean over the pairs\n"
                 "X[i], Y[i]; data-fitted kinds are fitted on them). --r counts feature-map\n"
@@ -38,12 +37,7 @@ def _add_rank(p):
     p.add_argument("--pairs", type=name_value("file name"), default=None, metavar="FILE.npz",
                    help="a population of query/key pairs: an .npz holding arrays X and Y, (n, d) "
                         "each (instead of --d, --norm-x, --norm-y, --angle)")
-    p.add_argument("--kernel", type=kernels, default="softmax",
-                   help=f"target kernel, one of {', '.join(kernels.choices)}: softmax SM(x, y) = "
-                        "exp(x.y), or gaussian K(x, y) = exp(-gamma |x - y|^2) (needs --gamma)")
-    p.add_argument("--gamma", type=float_value, default=None,
-                   help="the Gaussian kernel's gamma, a finite number > 0 (with --kernel gaussian "
-                        "only)")
+    add_kernel_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

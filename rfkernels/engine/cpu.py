@@ -53,6 +53,7 @@ from .rng_numba import (
     mt_params,
     mt_second_stage,
     normal_pair_inline,
+    normals_into,
     uniform_pair_inline,
 )
 from ..numerics.scalar import rebind, scalar, specialise
@@ -127,14 +128,7 @@ def _sum8(x, start, k):
 @scalar(inline="never")
 def _normals(k0, k1, trial, m, g):
     """g[i], i < m, from the direction stream (pairs of slots share a block)."""
-    npairs = m // 2
-    for j in range(npairs):
-        z0, z1 = normal_pair_inline(k0, k1, trial, j, _STREAM_DIRECTION)
-        g[2 * j] = z0
-        g[2 * j + 1] = z1
-    if m % 2:
-        z0, z1 = normal_pair_inline(k0, k1, trial, npairs, _STREAM_DIRECTION)
-        g[m - 1] = z0
+    normals_into(k0, k1, trial, m, _STREAM_DIRECTION, g)
 
 
 @scalar(inline="never")

@@ -245,6 +245,19 @@ def chi_at(k0, k1, trial, slot, stream, dof):
 
 
 @scalar(inline="always")
+def normals_into(k0, k1, trial, n, stream, out):
+    """out[i], i < n: the normals of slots i of ``stream`` (slots 2j, 2j + 1 share a block)."""
+    npairs = n // 2
+    for j in range(npairs):
+        z0, z1 = normal_pair_inline(k0, k1, trial, j, stream)
+        out[2 * j] = z0
+        out[2 * j + 1] = z1
+    if n % 2:
+        z0, z1 = normal_pair_inline(k0, k1, trial, npairs, stream)
+        out[n - 1] = z0
+
+
+@scalar(inline="always")
 def log_chi_square_quantile(z, table):
     """log Q(z) from the cubic table (= :func:`rfkernels.numerics.chi_quantile.log_quantile`)."""
     x = min(max((z + _Q_T_MAX) * _Q_PER_UNIT, 0.0), float(_Q_INTERVALS))
@@ -265,14 +278,7 @@ def antithetic_squared_norms(k0, k1, trial, m, d, stream, q, table):
     """
     half = (d + 1) // 2
     units = (m // d) * half + (m % d + 1) // 2
-    npairs = units // 2
-    for j in range(npairs):
-        z0, z1 = normal_pair_inline(k0, k1, trial, j, stream)
-        q[2 * j] = z0
-        q[2 * j + 1] = z1
-    if units % 2:
-        z0, z1 = normal_pair_inline(k0, k1, trial, npairs, stream)
-        q[units - 1] = z0
+    normals_into(k0, k1, trial, units, stream, q)
     for i in range(m - 1, -1, -1):
         within = i % d
         z = q[(i // d) * half + within // 2]
