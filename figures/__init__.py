@@ -46,6 +46,7 @@ FIGURES = {
     "orthogonality_gain": "orthogonality_gain",
     "feature_budget": "feature_budget",
     "beyond": "beyond",
+    "estimator_choice": "estimator_choice",
     "gaussian": "gaussian",
     "real_data": "real_data",
     "bias_audit": "bias_audit",

@@ -151,20 +151,22 @@ def write_csv(out_dir, stem, rows):
     return path
 
 
-def mc_errorbars(ax, rows, x, colour, marker, *, shift=1.0, label=None):
+def mc_errorbars(ax, rows, x, colour, marker, *, shift=1.0, label=None, y="mse_mc", low="ci_low",
+                 high="ci_high"):
     """Monte Carlo markers with 95% intervals: filled where the tail is tame, hollow where not.
 
-    ``rows`` carry ``mse_mc``, ``ci_low``, ``ci_high`` and ``tail_ok``; ``x``
-    is the key of the abscissa, multiplied by ``shift`` (to separate series
-    on a log axis).
+    ``rows`` carry the value ``y`` (``mse_mc``; a ratio's key for ratio
+    plots), its interval ``low``, ``high`` and ``tail_ok``; ``x`` is the key
+    of the abscissa, multiplied by ``shift`` (to separate series on a log
+    axis).
     """
     for ok in (True, False):
         sel = [r for r in rows if bool(r["tail_ok"]) == ok]
         if not sel:
             continue
-        y = [r["mse_mc"] for r in sel]
-        err = [[r["mse_mc"] - r["ci_low"] for r in sel], [r["ci_high"] - r["mse_mc"] for r in sel]]
-        ax.errorbar([r[x] * shift for r in sel], y, yerr=err, fmt=marker, color=colour,
+        err = [[max(r[y] - r[low], 0.0) for r in sel], [max(r[high] - r[y], 0.0) for r in sel]]
+        y_values = [r[y] for r in sel]
+        ax.errorbar([r[x] * shift for r in sel], y_values, yerr=err, fmt=marker, color=colour,
                     mfc=colour if ok else "none", ms=3.5, lw=0.8,
                     label=None if label is None else label + ("" if ok else " (heavy tail)"))
 

@@ -22,7 +22,7 @@ from rfkernels.analysis.points import point_seed
 
 from rfkernels import engine, theory
 
-from ._common import legend_below, paper_style, save
+from ._common import legend_below, mc_errorbars, paper_style, save
 from ._mc import BACKEND, PROPOSAL
 
 NAME = "beyond"
@@ -125,14 +125,8 @@ def plot(data, out_dir):
                           ls=ls, label=LABELS[key])
                 pts = [r for r in data["monte_carlo"]
                        if r["d"] == d and (r["kind"], r["ensemble"]) == key]
-                for ok in (True, False):
-                    sel = [r for r in pts if bool(r["tail_ok"]) == ok]
-                    if not sel:
-                        continue
-                    y = np.array([r["ratio_mc"] for r in sel])
-                    err = [y - [r["ratio_ci_low"] for r in sel], [r["ratio_ci_high"] for r in sel] - y]
-                    ax.errorbar([r["u_sq"] for r in sel], y, yerr=np.maximum(err, 0), fmt=marker,
-                                color=colour, mfc=colour if ok else "none", ms=3.5, lw=0.8)
+                mc_errorbars(ax, pts, "u_sq", colour, marker, y="ratio_mc", low="ratio_ci_low",
+                             high="ratio_ci_high")
             ax.set_title(f"d = m = {d}", fontsize=9)
             ax.set_xlabel(r"$|x + y|^2$  ($x = y$)")
             ax.set_xlim(*S_RANGE)
