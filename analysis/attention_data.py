@@ -28,6 +28,7 @@ from rfkernels.validation import (
 
 __all__ = [
     "DEFAULT_ENSEMBLES",
+    "check_ensembles",
     "ensembles_for",
     "DEFAULT_INPUT_SCALE",
     "DEFAULT_KINDS",
@@ -61,6 +62,20 @@ def ensembles_for(norms, defaults=DEFAULT_ENSEMBLES):
     """
     law = registry.entry("norms", norms)
     return tuple(e for e in defaults if law.refusal(e) is None)
+
+
+def check_ensembles(ensembles, norms, check, defaults=DEFAULT_ENSEMBLES):
+    """The validated ``ensembles`` (:func:`check_names`; None: :func:`ensembles_for`) of a norm law.
+
+    An ensemble the law refuses raises its one-line ValueError before any work.
+    """
+    law = registry.entry("norms", norms)
+    out = check_names(ensembles, "ensembles", check, ensembles_for(norms, defaults))
+    for ens in out:
+        refused = law.refusal(ens)
+        if refused is not None:
+            raise ValueError(refused)
+    return out
 #: One-line description of the inputs, recorded in every table's metadata.
 INPUT_DISTRIBUTION = (
     "q_i, k_j ~ N(0, (input_scale^2/d) I_d) iid, v_j ~ N(0, I_d) iid; "

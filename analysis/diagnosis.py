@@ -76,7 +76,7 @@ from rfkernels.validation import check_choice, check_int, check_memory, check_re
 from rfkernels.version import __version__
 from rfkernels.workers import usable_cpus
 
-from .attention_data import check_names, check_scale, distinct_ints, ensembles_for, root_entropy
+from .attention_data import check_ensembles, check_names, check_scale, distinct_ints, root_entropy
 from .diagnosis_advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
 from .diagnosis_precision import check_dtypes, overflow_rows, precision_rows, rounding_errors
 from .diagnosis_report import markdown_report, null_reason, write_csv
@@ -257,8 +257,7 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         heads=int(np.prod(head_shape, dtype=np.int64)), head_shape=head_shape,
         ms=distinct_ints(m, "m"),
         kinds=check_names(kinds, "kinds", _check_diagnose_kind, attention_kinds()),
-        ensembles=check_names(ensembles, "ensembles", check_ensemble,
-                              ensembles_for(norms, DEFAULT_ENSEMBLES)),
+        ensembles=check_ensembles(ensembles, norms, check_ensemble, DEFAULT_ENSEMBLES),
         presets=check_names(presets, "presets", lambda p: check_choice(p, "presets", PRESETS),
                             DEFAULT_PRESETS),
         preset_kinds=None,

@@ -29,7 +29,7 @@ from rfkernels.validation import (
 )
 
 from .attention_data import (
-    DEFAULT_ENSEMBLES,
+    check_ensembles,
     DEFAULT_INPUT_SCALE,
     DEFAULT_KINDS,
     INPUT_DISTRIBUTION,
@@ -95,7 +95,8 @@ def attention_mse(
         optimal A* for the mean :math:`|q_i + k_j|^2/d` over all pairs of
         each input, :func:`rfkernels.features.oprf_auto_a`).
     ensembles : sequence of {"iid", "orthogonal", "orthogonal-unfixed-qr"}, optional
-        Default ``("iid", "orthogonal")``.
+        Default ``("iid", "orthogonal")``, those ``norms`` applies to
+        (:func:`rfkernels.analysis.attention_data.ensembles_for`).
     samples : int, default 15
         Random inputs, >= 2 (for a standard deviation).
     seed : None, int or numpy.random.SeedSequence, default 0
@@ -150,11 +151,11 @@ def attention_mse(
     d = check_int(d, "d")
     ms = distinct_ints(m_values, "m_values")
     kinds = check_names(kinds, "kinds", _check_study_kind, DEFAULT_KINDS)
-    ensembles = check_names(ensembles, "ensembles", check_ensemble, DEFAULT_ENSEMBLES)
+    check_norms(norms)
+    ensembles = check_ensembles(ensembles, norms, check_ensemble)
     samples = check_int(samples, "samples", minimum=2)
     entropy = root_entropy(seed)
     scale = check_scale(input_scale, "input_scale")
-    check_norms(norms)
     causal = check_bool(causal, "causal")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
     check_choice(backend, "backend", ("numpy", "cupy"))

@@ -332,7 +332,8 @@ def antithetic_squared_norms(m, d, rng):
     which rows share); an odd block's last row has its own u.
     """
     units, row_unit, row_sign = chi_quantile.pairing(m, d)
-    u = rng.uniform(size=units)[row_unit]
+    # cell midpoints of 2**53 cells: in (0, 1), so neither quantile is infinite
+    u = ((rng.integers(0, 2**53, size=units, dtype=np.int64) + 0.5) * 2.0**-53)[row_unit]
     half = 0.5 * d
     return np.where(row_sign > 0, 2.0 * special.gammaincinv(half, u), 2.0 * special.gammainccinv(half, u))
 

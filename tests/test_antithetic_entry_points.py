@@ -70,3 +70,26 @@ def test_cli_mse_and_attention(tmp_path, capsys):
                  "antithetic", "--out", str(path)]) == 0
     rows = [line.split(",") for line in path.read_text().splitlines()[1:]]
     assert {(r[5], r[6]) for r in rows} == {("orthogonal", "antithetic")}
+
+
+def test_attention_study_defaults_to_the_blocks():
+    from rfkernels.analysis.attention import attention_mse
+
+    table = attention_mse(32, 8, [8], ["positive"], samples=2, norms="antithetic", seed=0)
+    assert {row["ensemble"] for row in table.rows} == {"orthogonal"}
+    with pytest.raises(ValueError, match="needs ensemble in"):
+        attention_mse(32, 8, [8], ["positive"], ["iid"], samples=2, norms="antithetic")
+
+
+def test_engine_entries_refuse_iid_and_the_tilt():
+    from rfkernels import rng
+    from rfkernels.engine import normalised_estimates, scalar_projections, squared_norms, tilt_for
+
+    key, counters = rng.key_from_seed(0), np.arange(8, dtype=np.uint64)
+    for fn in (scalar_projections, squared_norms):
+        with pytest.raises(ValueError, match="needs ensemble in"):
+            fn(key, counters, 4, 4, ensemble="iid", norms="antithetic")
+    tilt = tilt_for("positive", "orthogonal", "chi", 1.2, 2)
+    with pytest.raises(ValueError, match="does not take norms='antithetic'"):
+        normalised_estimates(key, counters, 2, 2, "positive", 1.2, ensemble="orthogonal",
+                             norms="antithetic", tilt=tilt)

@@ -219,3 +219,32 @@ def test_peak_bytes_bounds_the_antithetic_sampler(ensemble):
         finally:
             tracemalloc.stop()
         assert peak <= peak_bytes(m, 8, 2, chunk, method="reduced", ensemble=ensemble) + 2**21, kind
+
+
+def test_oprf_at_u_zero_with_a_given_a_against_monte_carlo():
+    """x = -y: (1 - 4A)^d E[e^{2AS}] != 1 with coupled norms, so the pair term changes at q = 0 too."""
+    x = np.array([0.5, 0.0, 0.0, 0.0])
+    exact = theory.exact_mse(x, -x, 4, "oprf", ensemble="orthogonal", norms="antithetic", A=-0.1)
+    chi = theory.exact_mse(x, -x, 4, "oprf", ensemble="orthogonal", norms="chi", A=-0.1)
+    assert exact < 1e-3 * chi
+    r = monte_carlo_mse(x, -x, 4, "oprf", ensemble="orthogonal", norms="antithetic", A=-0.1,
+                        trials=200_000, seed=4, backend="numba", proposal="plain")
+    assert abs(r.mse - exact) < 4 * r.stderr, (r.mse, r.stderr, exact)
+
+
+def test_oprf_refuses_where_its_logs_cannot_resolve_the_change():
+    x, y = theory.pair(8, 0.5, 0.5, np.pi - 1e-7)  # |x + y|^2 = 2.5e-15
+    with pytest.raises(FloatingPointError, match="beyond float64's resolution at"):
+        theory.exact_mse(x, y, 8, "oprf", ensemble="orthogonal", norms="antithetic")
+    # the paper's kinds are summed without cancellation there
+    assert np.isfinite(theory.exact_mse(x, y, 8, "positive", ensemble="orthogonal", norms="antithetic"))
+
+
+def test_oprf_array_a_broadcasts_as_for_chi_norms():
+    rng_ = np.random.default_rng(0)
+    X, Y = rng_.normal(size=(2, 5, 4)) * 0.3
+    A = np.array([[-0.05], [0.02]])
+    got = theory.exact_mse(X, Y, 4, "oprf", ensemble="orthogonal", norms="antithetic", A=A)
+    assert got.shape == (2, 5)
+    one = theory.exact_mse(X[3], Y[3], 4, "oprf", ensemble="orthogonal", norms="antithetic", A=0.02)
+    assert got[1, 3] == pytest.approx(one, rel=1e-13)

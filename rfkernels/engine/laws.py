@@ -226,7 +226,9 @@ def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=N
 
 def _check_counters(key, counters, m, d, ensemble, norms, xp):
     check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
-    registry.entry("norms", norms)
+    refused = registry.entry("norms", norms).refusal(ensemble)
+    if refused is not None:
+        raise ValueError(refused)
     m, d = check_sizes(registry.entry("ensemble", ensemble), m, d)
     if xp is None:
         xp = get_array_module(counters)
@@ -332,8 +334,10 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
     a = nonnegative_scalar(length, "length")
     consts = est.kind.constants(est.kind.resolve(est.params, None), a, est.d)
     key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
-    if tilt is not None and not isinstance(tilt, Tilt):
-        raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
+    if tilt is not None:
+        if not isinstance(tilt, Tilt):
+            raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
+        est.tilted.require()  # trig's bounded terms, antithetic norms' coupled lengths
     return estimates_of(est, key, counters, a, consts, xp, tilt)
 
 

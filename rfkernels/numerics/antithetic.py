@@ -86,26 +86,42 @@ def _lengths(S, P, gamma):
     return S + 2.0 * gamma * P, S - 2.0 * gamma * P
 
 
-def _log_0f1_pos(b, z):
-    """log 0F1(; b; z) for z > 0 (array), from the exponentially scaled Bessel function."""
+def _series_h(b, z, sign):
+    """0F1(; b; sign z) - 1 - sign z / b for 0 <= z < 1 (array): the series from its third term."""
+    term = z * z / (b * (b + 1.0) * 2.0)
+    acc = term.copy()
+    for k in range(3, 40):
+        term = term * (sign * z) / ((b + k - 1.0) * k)
+        acc += term
+    return acc
+
+
+def _log_0f1_bessel(b, z):
+    """log 0F1(; b; z) for z >= 1 (array), from the exponentially scaled Bessel function."""
     r = 2.0 * np.sqrt(z)
-    return (special.gammaln(b) + 0.5 * (1.0 - b) * np.log(z) + np.log(special.ive(b - 1.0, r)) + r)
+    return special.gammaln(b) + 0.5 * (1.0 - b) * np.log(z) + np.log(special.ive(b - 1.0, r)) + r
+
+
+def _log_0f1_pos(b, z):
+    """log 0F1(; b; z) for z >= 0 (array): the series below z = 1 (the Bessel form underflows
+    for tiny z at large b), the Bessel function above."""
+    z = np.asarray(z, dtype=np.float64)
+    out = np.empty(z.shape)
+    small = z < 1.0
+    zs = z[small]
+    out[small] = np.log1p(zs / b + _series_h(b, zs, 1))
+    out[~small] = _log_0f1_bessel(b, z[~small])
+    return out
 
 
 def _h(b, z, sign):
     """0F1(; b; sign z) - 1 - sign z / b without cancellation (z >= 0, array)."""
     out = np.empty_like(z)
     small = z < 1.0
-    zs = z[small]
-    term = zs * zs / (b * (b + 1.0) * 2.0)
-    acc = term.copy()
-    for k in range(3, 40):
-        term = term * (sign * zs) / ((b + k - 1.0) * k)
-        acc += term
-    out[small] = acc
+    out[small] = _series_h(b, z[small], sign)
     zl = z[~small]
     if sign > 0:
-        out[~small] = np.exp(_log_0f1_pos(b, zl)) - 1.0 - zl / b
+        out[~small] = np.exp(_log_0f1_bessel(b, zl)) - 1.0 - zl / b
     else:
         out[~small] = special.hyp0f1(b, -zl) - 1.0 + zl / b
     return out
@@ -142,7 +158,7 @@ def log_pair_term(q, d, gamma=0.0, symmetric=False):
     out = None
     for L in _lengths(S, P, gamma)[: 2 if symmetric and gamma else 1]:
         with np.errstate(divide="ignore"):
-            z = np.maximum(L * qa / 4.0, 1e-300)
+            z = L * qa / 4.0
             term = _logsumexp(log_w + _log_0f1_pos(0.5 * d, z))
         out = term if out is None else np.logaddexp(out, term) - math.log(2.0)
     return out.reshape(np.shape(q))
@@ -193,7 +209,7 @@ def oprf_log_pair_term(q, d, A):
     log_w, S, _ = _nodes(d)
     qa = np.atleast_1d(q)[..., None]
     c = 1.0 - 4.0 * A
-    z = np.maximum(c * S * qa / 4.0, 1e-300)
+    z = c * S * qa / 4.0
     out = d * math.log1p(-4.0 * A) + _logsumexp(log_w + 2.0 * A * S + _log_0f1_pos(0.5 * d, z))
     return out.reshape(np.shape(q))
 

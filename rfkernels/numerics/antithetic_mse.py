@@ -16,16 +16,17 @@ and :math:`C_{anti}` that of a coupled pair
 (:mod:`rfkernels.numerics.antithetic`). The difference
 :math:`\Delta = C_{anti} - C` (over the prefactor) is formed from the two
 cancellation-free differences to the independent rows' :math:`e^{\pm q}`
-for :math:`q \le 8`, and from the two logs beyond (positive and hyperbolic
-features, whose terms grow like :math:`e^q`). Where the independent pair
-term is below 1e-3 of :math:`e^q` (large q) only the bound
-:math:`|\Delta| \le \max(C_{anti}, 10^{-3} e^q)` is formed; the change is then
-below 1e-17 of the MSE (checked; an error is raised otherwise) and the
-result is the chi-norm MSE. OPRF (orthogonal only): its
-coupled pair term :func:`rfkernels.numerics.antithetic.oprf_log_pair_term`
-depends on A, and :math:`\Delta` is formed from the logs at every q, so its
-relative accuracy is about :math:`10^{-16} e^q / |\Delta|`
-(:math:`|\Delta| \sim q^2/d` for small q).
+for :math:`q \le 8` (trig: every q), and beyond from the two pair terms' logs
+(positive and hyperbolic features, whose terms grow like :math:`e^q`; the
+independent one directly, :func:`rfkernels.numerics.beyond.log_independent_pair_term`,
+not as :math:`e^q` plus a covariance that cancels it). OPRF (orthogonal
+only): its coupled pair term :func:`rfkernels.numerics.antithetic.oprf_log_pair_term`
+depends on A (at q = 0 too: :math:`(1-4A)^d E[e^{2AS}] \ne 1` for A != 0),
+and :math:`\Delta` is formed from the logs at every q. Where it comes from
+logs, its absolute error is bounded by :math:`10^{-14}\max(1, |\log P|)`
+times the pair term P; where that bound exceeds 1e-9 of the MSE (OPRF at
+:math:`|x + y|^2` below about 1e-5, where both logs agree to float64's
+resolution) the theory raises rather than return a rounded value.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from . import hypergeometric as hg
 
 #: Below this q the differences to e^{+-q} are summed directly (see the module notes).
 _Q_DIRECT = 8.0
-#: The independent pair term e^q + D is formed only where it keeps this fraction of e^q.
-_RESOLVED = 1e-3
-#: A change to the MSE below this relative size is below float64's resolution of it.
-_NEGLIGIBLE = 1e-17
+#: The error bound of a pair term's log (absolute, times max(1, |log|)) where Delta comes from logs.
+_LOG_ERROR = 1e-14
+#: The largest relative error of the MSE accepted from that bound.
+_TOLERANCE = 1e-9
 
 
 def coupled_pairs(m, d):
@@ -73,39 +74,40 @@ def _arrays(geom, kind):
 
 
 def _delta(q, d, kind, ensemble, A, geom_point):
-    """``(log|Delta|, sign Delta)``: coupled pair term minus the independent one, one integer d."""
+    """``(log|Delta|, sign Delta, log of Delta's error bound)``: coupled minus independent pair term, one d."""
     gamma = bt.simplex_cosine(np.float64(d)) if ensemble == "simplex" else 0.0
     gamma = float(gamma)
     symmetric = kind in ("hyperbolic", "trig")
-    log_ind, sign_ind = _log_independent_pair(q, d, kind, ensemble, geom_point)
     out_log, out_sign = np.full(q.shape, -np.inf), np.zeros(q.shape)
+    out_err = np.full(q.shape, -np.inf)
     sign = -1 if kind == "trig" else 1
     # trig terms are bounded: their differences are summed directly at every q
     direct = ((q <= _Q_DIRECT) | (kind == "trig")) & (kind != "oprf")
     if np.any(direct):
         qd = q[direct]
+        log_ind, sign_ind = _log_independent_pair(qd, d, kind, ensemble,
+                                                  type(geom_point)(*(a[direct] for a in geom_point)))
         anti = at.pair_difference(qd, d, sign, gamma, symmetric)
-        delta = anti - sign_ind[direct] * np.exp(log_ind[direct])
+        delta = anti - sign_ind * np.exp(log_ind)
         with np.errstate(divide="ignore"):
             out_log[direct], out_sign[direct] = np.log(np.abs(delta)), np.sign(delta)
-    rest = ~direct & (q > 0)
+    # OPRF at every q (its A-dependent term at q = 0 too), the growing terms beyond _Q_DIRECT
+    rest = ~direct & ((q > 0) | (kind == "oprf"))
     if np.any(rest):
         qr = q[rest]
         if kind == "oprf":
             lpa = np.array([at.oprf_log_pair_term(qi, d, ai) for qi, ai in zip(qr, A[rest])])
         else:
             lpa = at.log_pair_term(qr, d, gamma, symmetric)
-        # log of the independent pair term e^q + D; where D cancels e^q to more than three
-        # digits only the bound |Delta| <= max(e^lpa, 1e-3 e^q) is kept (sign 0: a bound)
-        arg = sign_ind[rest] * np.exp(log_ind[rest] - qr)
-        resolved = arg > -1.0 + _RESOLVED
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lpi = qr + np.log1p(np.where(resolved, arg, 0.0))
-            gap = lpa - lpi
-            out_log[rest] = np.where(resolved, lpi + np.log(np.abs(np.expm1(gap))),
-                                     np.maximum(lpa, qr + np.log(_RESOLVED)))
-        out_sign[rest] = np.where(resolved, np.sign(gap), 0.0)
-    return out_log, out_sign
+        lpi = bt.log_independent_pair_term(qr, d, "hyperbolic" if kind == "hyperbolic" else "positive",
+                                           ensemble)
+        gap = lpa - lpi
+        with np.errstate(divide="ignore"):
+            out_log[rest] = lpi + np.log(np.abs(np.expm1(gap)))
+            # both logs are sums of ~900 rounded terms: an absolute error below this on the gap
+            out_err[rest] = lpi + np.log(_LOG_ERROR * np.maximum(1.0, np.abs(lpi)))
+        out_sign[rest] = np.sign(gap)
+    return out_log, out_sign, out_err
 
 
 def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
@@ -139,29 +141,36 @@ def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
         what = "|x - y|^2" if kind == "trig" else "|x + y|^2"
         raise ValueError(f"norms='antithetic': the exact MSE needs {what} <= {at.Q_MAX:g} (the "
                          f"quadrature's range); got {float(np.max(q)):.6g}")
+    if kind == "oprf":  # A may broadcast against the batch (the chi-norm MSE does)
+        A = bt.oprf_optimal_a_from_geometry(geom) if A is None else np.asarray(A, dtype=np.float64)
+        shape = np.broadcast_shapes(q.shape, A.shape)
+        A = np.broadcast_to(A, shape).ravel()
+        d, q, pref2 = (np.broadcast_to(a, shape) for a in (d, q, pref2))
     shape = q.shape
-    if kind == "oprf":
-        A = bt.oprf_optimal_a_from_geometry(geom) if A is None else A
-        A = np.broadcast_to(np.asarray(A, dtype=np.float64), shape).ravel()
-    log_delta, sign = np.full(q.size, -np.inf), np.zeros(q.size)
+    fields = [np.broadcast_to(np.asarray(a, dtype=np.float64), shape).ravel() for a in geom]
+    log_delta, sign, log_err = (np.full(q.size, v) for v in (-np.inf, 0.0, -np.inf))
     qf, df = q.ravel(), d.ravel()
     for dim in np.unique(df):
         idx = np.nonzero(df == dim)[0]
-        sub = type(geom)(*(np.broadcast_to(np.asarray(a, dtype=np.float64), shape).ravel()[idx]
-                           for a in geom))
-        log_delta[idx], sign[idx] = _delta(qf[idx], int(dim), kind, ensemble,
-                                           None if A is None else A[idx], sub)
-    log_delta, sign = log_delta.reshape(shape), sign.reshape(shape)
-    pairs = coupled_pairs(m, np.asarray(geom.d).astype(np.int64))
+        sub = type(geom)(*(f[idx] for f in fields))
+        log_delta[idx], sign[idx], log_err[idx] = _delta(qf[idx], int(dim), kind, ensemble,
+                                                         None if A is None else A[idx], sub)
+    log_delta, sign, log_err = (a.reshape(shape) for a in (log_delta, sign, log_err))
+    pairs = coupled_pairs(m, d.astype(np.int64))
     m = np.asarray(m, dtype=np.float64)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        rel = sign * pairs * np.exp(pref2 + log_delta - 2.0 * np.log(m) - log_mse_chi)
-    rel = np.where(np.isfinite(log_mse_chi), rel, 0.0)
-    bound = np.broadcast_to(sign == 0.0, rel.shape) & np.isfinite(rel) & (rel != 0.0)
-    if np.any(bound & (rel > _NEGLIGIBLE)):  # never seen: the term is then e^{-q} of the variance
-        raise FloatingPointError("exact MSE (antithetic norms): the independent pair term cancels "
-                                 "beyond float64's resolution where the coupled pairs still matter")
-    rel = np.where(bound, 0.0, rel)
+        scale = pairs * np.exp(pref2 - 2.0 * np.log(m) - log_mse_chi)
+        rel = sign * scale * np.exp(log_delta)
+        err = scale * np.exp(log_err)
+    live = np.isfinite(log_mse_chi)
+    rel = np.where(live, rel, 0.0)
+    unresolved = live & (pairs > 0) & ~(err <= _TOLERANCE)
+    if np.any(unresolved):
+        where = float(np.broadcast_to(q, unresolved.shape)[unresolved].min())
+        raise FloatingPointError(
+            f"exact MSE ({kind}, antithetic norms): the coupled pairs' change is formed from two "
+            f"logs that agree beyond float64's resolution at |x + y|^2 = {where:.3g} (error above "
+            f"{_TOLERANCE:g} of the MSE): no exact value there, use Monte Carlo")
     if np.any(rel <= -1.0):
         raise FloatingPointError("exact MSE (antithetic norms): the coupled pairs cancel the "
                                  "variance beyond float64's resolution")

@@ -468,6 +468,32 @@ def _simplex_cov_ratio(q, d, kind, log_v_over):
     return ratio
 
 
+def log_independent_pair_term(q, d, kind, ensemble):
+    r"""log of the pair term of two rows of a block with independent chi(d) norms (over :math:`\Lambda^2`).
+
+    Positive (and OPRF, whose pair term does not depend on A) and hyperbolic
+    features at ``q`` = :math:`|x + y|^2 > 0` (flat array), one integer ``d``:
+    :math:`\log {}_1F_1(d; d/2; q/2)` for orthogonal rows;
+    :math:`\log E_W\,{}_1F_1(d; d/2; q(1 \pm cW)/2)` for simplex rows (the
+    sum for positive features, the mean over both signs for hyperbolic
+    ones; module notes). Computed directly, not as :math:`e^q` plus the
+    covariance, so it keeps its accuracy where the covariance cancels
+    :math:`e^q` (large q).
+    """
+    q = np.asarray(q, dtype=np.float64)
+    if ensemble == "orthogonal":
+        return q + _log_scaled_1f1(q / 2.0, d)
+    c = -1.0 / (d - 1.0)
+    w, log_w = _jacobi_rule_01(_n_nodes(np.max(q) * abs(c)), d)
+    qq = q[:, None]
+    tp = qq * (1.0 + c * w) / 2.0
+    terms = 2.0 * tp + _log_scaled_1f1(tp, d)
+    if kind == "hyperbolic":
+        tm = qq * (1.0 - c * w) / 2.0
+        terms = np.logaddexp(terms, 2.0 * tm + _log_scaled_1f1(tm, d)) - _LN2
+    return _logsumexp_rows(log_w + terms)
+
+
 def log_simplex_covariance_from_geometry(geom, kind):
     r"""``(log|C|, sign C)``: covariance of two terms of one simplex block.
 

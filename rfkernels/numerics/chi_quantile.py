@@ -15,7 +15,7 @@ with its exact derivative
 density), as the coefficients of the cubic Hermite interpolant of each
 interval; :func:`log_quantile` evaluates it (the Numba and CUDA kernels
 evaluate the same coefficients in the same order,
-:func:`rfkernels.engine.cpu` ``_log_chi_square_quantile``). Both tails are
+:func:`rfkernels.engine.rng_numba.log_chi_square_quantile`). Both tails are
 taken from :math:`\min(p, 1-p)` (``gammaincinv`` below the median,
 ``gammainccinv`` above), so neither loses accuracy. A Box--Muller normal of
 the engine's generator lies in :math:`|z| \le \sqrt{106 \ln 2} \approx 8.57`
@@ -25,7 +25,7 @@ the evaluation clamps beyond.
 Accuracy: the relative error of :math:`Q` is at most 6.0e-11 at d = 1,
 2.0e-11 at d = 2, 9.7e-12 at d = 3, 4.1e-13 at d = 16 and 1.6e-14 at
 d = 64, measured over 300,000 points of [-8.6, 8.6] against SciPy's
-``gammaincinv`` (``tests/test_antithetic_sampler.py::test_table_accuracy``
+``gammaincinv`` (``tests/test_antithetic_norms.py::test_table_accuracy``
 asserts the bound :data:`REL_ERROR` for d in {1, 2, 3, 16, 64, 1024}).
 """
 
