@@ -213,8 +213,10 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
     if tilt is not None:
         if not isinstance(tilt, Tilt):
             raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
-        if not est.tilted:
-            raise ValueError(f"tilt: {est.tilted.reason}; pass tilt=None")
+        if est.kind.tilt_reason is not None:
+            raise ValueError("tilt: trig estimates are bounded and are not tilted; pass tilt=None")
+        if not est.tilted:  # antithetic norms: the tilt's weights are independent norms'
+            raise ValueError(f"tilt: {est.tilted.reason.split('; use ')[0]}; pass tilt=None")
     check_choice(backend, "backend", BACKENDS)
     engine = Engine(est, backend, None if chunk is None else check_int(chunk, "chunk"))
     return engine.chunks(key, a, consts, trials=trials, first=first, pair=pair, tilt=tilt)
