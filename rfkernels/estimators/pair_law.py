@@ -34,9 +34,9 @@ def chi_only_reason(ensemble, norms, what, coupled=()):
 
 
 def paper_theory_reason(ensemble, norms):
-    """The paper's kinds: every pair law but simplex with fixed norms."""
-    if ensemble.name == "simplex" or norms.coupled:
-        return chi_only_reason(ensemble, norms, "simplex random features", ("orthogonal", "simplex"))
+    """The paper's kinds: every pair law but simplex with fixed norms (antithetic norms: both blocks)."""
+    if ensemble.name == "simplex":
+        return chi_only_reason(ensemble, norms, "simplex random features", ("simplex",))
     return None
 
 
