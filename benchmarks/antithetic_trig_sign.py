@@ -13,8 +13,6 @@ Usage (from the repository root, package installed)::
     python benchmarks/antithetic_trig_sign.py
 """
 
-import math
-
 import mpmath as mp
 import numpy as np
 
@@ -46,7 +44,6 @@ def main():
                 start = None
         shown = ", ".join(f"[{a:.3g}, {b:.3g}]" for a, b in runs) or "nowhere"
         helped = diff < 0
-        scale = np.maximum(np.abs(ind), 1e-300)
         print(f"d = {d:>3}: antithetic larger on |z|^2 in {shown}; it lowers the term on "
               f"{int(helped.sum())} of {q.size} points (largest drop {float(np.min(diff)):.3g}, "
               f"largest rise {float(np.max(diff)):.3g}; independent term at the rise "
