@@ -233,6 +233,7 @@ for _name in DERF_KINDS:
         population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
         dispatch=None if _fitted else dispatch,
         diagnose_reason=_DIAGNOSE_REASON if _name == "sderf" else None,
+        seed_index=5 + DERF_KINDS.index(_name),  # after the five kinds before them
     ))
 del _name, _fitted
 

@@ -39,7 +39,7 @@ def lemma2(geom, m):
 
 
 KIND = registry.register("kind", registry.Kind(
-    name="hyperbolic",
+    name="hyperbolic", seed_index=2,
     summary="hyperbolic random features (cosh, 2m outputs)",
     features_per_projection=2, on_sum=True, paper=True, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms,

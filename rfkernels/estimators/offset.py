@@ -37,7 +37,7 @@ def log_mse(geom, m, est, vectors=None):
 
 
 KIND = registry.register("kind", registry.Kind(
-    name="offset",
+    name="offset", seed_index=4,
     summary="random-offset Fourier features sqrt(2) cos(w.x + b) (RBFSampler; m outputs)",
     features_per_projection=1, on_sum=False, paper=False, nonnegative=False,
     terms=trig.terms, scalar_terms=trig.scalar_terms, random_phase=True,

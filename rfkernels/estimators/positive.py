@@ -38,7 +38,7 @@ def lemma2(geom, m):
 
 
 KIND = registry.register("kind", registry.Kind(
-    name="positive",
+    name="positive", seed_index=1,
     summary="positive random features (FAVOR+)",
     features_per_projection=1, on_sum=True, paper=True, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms,

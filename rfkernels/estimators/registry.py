@@ -15,7 +15,8 @@ for an entry (:func:`entry`), so a new entry needs no edit elsewhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from ..validation import check_choice
@@ -24,6 +25,10 @@ from ..validation import check_choice
 AXES = ("kind", "ensemble", "norms", "kernel")
 
 _ENTRIES = {axis: {} for axis in AXES}
+
+#: Seed indices of entries registered without one start here (a CRC-32 of the
+#: name above it), so they never meet a built-in entry's frozen index.
+PLUGIN_SEED_BASE = 1 << 16
 
 
 def register(axis, entry):
@@ -36,6 +41,8 @@ def register(axis, entry):
     name = entry.name
     if name in _ENTRIES[axis]:
         raise ValueError(f"a {axis} named {name!r} is registered already")
+    if getattr(entry, "seed_index", 0) is None:  # a plugin's: stable, and apart from the built-ins'
+        entry = replace(entry, seed_index=PLUGIN_SEED_BASE + zlib.crc32(name.encode()) % PLUGIN_SEED_BASE)
     _ENTRIES[axis][name] = entry
     return entry
 
@@ -191,6 +198,10 @@ class Kind:
         which the kind *is* another registered kind (DERF at FAVOR+'s or
         OPRF's); :func:`rfkernels.estimators.estimator` returns that kind, so
         the same bits follow.
+    seed_index : int or None
+        The kind's place in studies' spawn keys (capacity, the FAVOR study,
+        attention), frozen so that a number never moves when kinds are added;
+        None: one is derived from the name when the kind is registered.
     """
 
     name: str
@@ -221,6 +232,7 @@ class Kind:
     params_reason: Optional[Callable] = None
     diagnose_reason: Optional[str] = None
     dispatch: Optional[Callable] = None
+    seed_index: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +253,8 @@ class Ensemble:
         The reduced kernels' code (None: no reduced sampler).
     reduced_reason, theory_reason : str or None
         Why there is no reduced sampler / no closed form (None: there is).
+    seed_index : int or None
+        The ensemble's place in studies' spawn keys (frozen, as :attr:`Kind.seed_index`).
     """
 
     name: str
@@ -252,6 +266,7 @@ class Ensemble:
     code: Optional[int] = None
     reduced_reason: Optional[str] = None
     theory_reason: Optional[str] = None
+    seed_index: Optional[int] = None
 
 
 @dataclass(frozen=True)

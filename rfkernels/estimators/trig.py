@@ -36,7 +36,7 @@ def lemma2(geom, m):
 
 
 KIND = registry.register("kind", registry.Kind(
-    name="trig",
+    name="trig", seed_index=0,
     summary="trigonometric random features (cos/sin, 2m outputs)",
     features_per_projection=2, on_sum=False, paper=True, nonnegative=False,
     terms=terms, scalar_terms=scalar_terms,
