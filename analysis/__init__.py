@@ -28,8 +28,7 @@ from .attention import (
 from .attention_theory import FirstOrderMSE, attention_mse_first_order
 from .capacity import CapacityResult, FeatureMapSpec, capacity, parse_map
 from .comparison import bias_audit, compare, evaluate_point
-from .diagnosis import Diagnosis, diagnose
-from .diagnosis_io import LoadedQKV, load_qkv, synthetic_qkv
+from .diagnosis import Diagnosis, LoadedQKV, diagnose, load_qkv, synthetic_qkv
 from .monte_carlo import (
     METHODS,
     MonteCarloBatch,

@@ -72,10 +72,10 @@ def _add(p):
         DEFAULT_M,
         DEFAULT_PAIRS,
         DEFAULT_QUERIES,
+        DEFAULT_TARGET,
         attention_kinds,
         diagnose_kinds,
     )
-    from rfkernels.analysis.diagnosis_advice import DEFAULT_TARGET
     from rfkernels.analysis.precision import DTYPES
     from rfkernels.attention import PRESETS
 
@@ -163,8 +163,8 @@ def check_out_dir(out):
 
 def null_reason(key, value, row):
     """Why a value of ``diagnosis.json`` is null: the arguments' and inputs' nulls here, the
-    diagnosis's own from :func:`rfkernels.analysis.diagnosis_report.null_reason`."""
-    from rfkernels.analysis.diagnosis_report import null_reason as diagnosis_null
+    diagnosis's own from :func:`rfkernels.analysis.diagnosis.null_reason`."""
+    from rfkernels.analysis.diagnosis import null_reason as diagnosis_null
 
     base = key.split("[", 1)[0]
     if value is None and "files" in row and "out" in row:  # the parsed arguments

@@ -1,4 +1,4 @@
-"""``rfkernels.analysis.diagnose`` and its advice (:mod:`rfkernels.analysis.diagnosis_advice`).
+"""``rfkernels.analysis.diagnose`` and its advice (:mod:`rfkernels.analysis.diagnosis.advice`).
 
 Validation (every bad input: one line, naming the argument, before any
 work), the structure of the result, the exact kernel-level and first-order
@@ -16,10 +16,10 @@ import warnings
 import numpy as np
 import pytest
 
-import rfkernels.analysis.diagnosis as diagnosis_module
+from rfkernels.analysis.diagnosis import study as diagnosis_module
 from rfkernels import theory
 from rfkernels.analysis import attention_mse_first_order, diagnose
-from rfkernels.analysis.diagnosis_advice import R_MAX, SLOPE_MIN, advise
+from rfkernels.analysis.diagnosis import R_MAX, SLOPE_MIN, advise
 from rfkernels.estimators import registry
 from rfkernels.features import feature_dimension, oprf_auto_a
 

@@ -1,4 +1,4 @@
-"""File input of ``rfkernels diagnose`` (:mod:`rfkernels.analysis.diagnosis_io`)."""
+"""File input of ``rfkernels diagnose`` (:mod:`rfkernels.analysis.diagnosis.inputs`)."""
 
 import hashlib
 import json
@@ -9,7 +9,7 @@ import pytest
 from numpy.lib import format as npy_format
 
 import rfkernels.validation
-from rfkernels.analysis.diagnosis_io import LoadedQKV, load_qkv
+from rfkernels.analysis.diagnosis import LoadedQKV, load_qkv
 
 
 def _arrays():

@@ -1,75 +1,11 @@
-r"""Monte Carlo MSE of the random-feature estimators, with honest error bars.
+"""The Monte Carlo MSE entry points and their one validation.
 
-:func:`monte_carlo_mse` runs ``trials`` independent estimates of
-:math:`SM(x, y) = e^{x \cdot y}` and reports their mean squared error with
-its standard error, a 95% interval, the bias, the exact MSE of
-:func:`rfkernels.theory.exact_mse` and the z-score between the two, and a
-diagnostic of the tail of the squared errors that says when the standard
-error can be trusted. :func:`monte_carlo_mse_batch` does the same for many
-pairs at once.
-
-Methods
--------
-``"reduced"`` (default, fast)
-    Draws, per trial, only the m scalar projections the estimate depends
-    on, exactly in distribution (:mod:`rfkernels.engine`; counter-based
-    Philox numbers keyed by the seed). The ``numba`` backend runs the same
-    computation in parallel kernels (:mod:`rfkernels.engine.cpu`),
-    ``cupy`` runs the NumPy code on the GPU; the estimates are the same on
-    every backend and every thread count (bit for bit, except the rounding
-    of ``cos`` for trig features).
-``"literal"``
-    Draws the full (m, d) projection matrix per trial with
-    :func:`rfkernels.draw_projections` (a NumPy ``Generator`` seeded with
-    the seed) and evaluates :func:`rfkernels.feature_map`: the code users
-    run. It is the only method for ``ensemble="orthogonal-unfixed-qr"``
-    and, until its reduced sampler exists, for the ``"sorf"`` ensemble
-    (``docs/beyond.rst``).
-
-Streaming
----------
-Trials are processed in chunks: each chunk's estimates are written to one
-array, cut into blocks of :data:`MOMENT_BLOCK` consecutive trials, each block
-reduced to its count, mean and sum of squared deviations (of the errors and
-of the squared errors) and merged, block after block in trial order, into
-the running totals with Chan et al.'s pairwise update. The largest squared
-errors are kept in a buffer of fixed size for the tail fit. Memory does not
-grow with ``trials``; because the blocks and their order do not depend on
-how trials are chunked, the NumPy and Numba backends report bit-identical
-results at any chunk size and thread count (tested for positive and
-hyperbolic features; trig estimates round ``cos`` with each library's own).
-
-Scale
------
-Estimates are accumulated divided by a scale ``C`` (``SM`` for positive and
-hyperbolic features, ``exp((|x|² + |y|²)/2)`` for trig features,
-:func:`rfkernels.engine.normalisation`), so that they stay O(1) where SM
-itself is huge or tiny; the reported values are multiplied back in log
-space and a result beyond float64 raises :class:`FloatingPointError`.
-
-Proposals
----------
-``proposal="plain"`` draws every trial from the estimator's own law.
-``"tilted"`` draws them from a defensive mixture that moves one projection
-toward where the squared error comes from and weights each trial by the
-exact likelihood ratio (:class:`rfkernels.engine.Tilt`), so that the
-weighted mean squared error and mean stay unbiased while the heavy tail of
-positive, hyperbolic and oprf estimates is sampled (docs/importance.rst).
-``"auto"`` (default) tilts a pair when the plain run would not reach the
-region its MSE comes from (``tail.reach`` below :data:`REACH_MIN`) or when a
-pilot of :data:`PILOT_TRIALS` plain trials, on counters the run does not
-use, has a Pareto k-hat of at least :data:`TAIL_K_MAX`, and runs a pair
-again tilted if its plain run still ends with such a k-hat and an untrusted
-tail; trig features, which are bounded, and the literal method are always
-plain.
-
-Tail diagnostic
----------------
-Beside every error bar: a generalized Pareto fit to the largest squared
-errors and the reach of the sample into the region the MSE comes from
-(:mod:`rfkernels.analysis.tail`). ``tail_ok`` says whether ``stderr``,
-``ci95`` and ``z`` can be trusted.
-
+:func:`monte_carlo_mse`, :func:`monte_carlo_mse_batch`,
+:func:`monte_carlo_mse_from_geometry` and :func:`trial_estimates` check
+everything once, before any work, into a frozen setup that
+:mod:`rfkernels.analysis.monte_carlo.trials` runs; the package's face,
+:mod:`rfkernels.analysis.monte_carlo`, describes the methods, the streaming,
+the scale and the proposals.
 """
 
 from __future__ import annotations
@@ -94,10 +30,9 @@ from rfkernels.validation import (
     seed_sequence,
 )
 
-from .mc_run import LOG_MAX, PILOT_TRIALS, TILT_LOG_MAX, literal_chunks, reduced_chunks, run
-from .moments import MOMENT_BLOCK
-from .results import MonteCarloBatch, MonteCarloResult
-from .tail import (
+from ..moments import MOMENT_BLOCK
+from ..results import MonteCarloBatch, MonteCarloResult
+from ..tail import (
     MIN_TAIL,
     REACH_MIN,
     TAIL_K_MAX,
@@ -105,6 +40,7 @@ from .tail import (
     pareto_k_hat,
     tail_size,
 )
+from .trials import LOG_MAX, PILOT_TRIALS, TILT_LOG_MAX, literal_chunks, reduced_chunks, run
 
 #: Monte Carlo proposals (see the module notes).
 PROPOSALS = engine.PROPOSALS
@@ -147,7 +83,7 @@ class _Setup:
     """A validated run: the estimator, the engine and everything known per pair before any trial.
 
     Built by :func:`_setup`, the one place a Monte Carlo run is checked, and
-    not changed after; each pair's proposal is a :class:`rfkernels.analysis.mc_run.Plan`.
+    not changed after; each pair's proposal is a :class:`rfkernels.analysis.monte_carlo.trials.Plan`.
     ``norm``, ``a`` and ``consts`` are those of the scaled pair
     (``sqrt(2 gamma) x`` for the Gaussian kernel), whose softmax estimate
     times ``exp(log_factor)`` is the target's; ``X``, ``Y`` (the pairs as

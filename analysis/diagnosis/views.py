@@ -16,7 +16,7 @@ import numpy as np
 from rfkernels.estimators import estimator, registry
 from rfkernels.estimators.derf import attention_inputs
 
-from .attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
+from ..attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
 
 __all__ = ["KindView", "first_order", "fit_views"]
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from rfkernels.validation import check_choice
 
-from .precision import DTYPES, Rounding, overflow_report, rounded_attention
+from ..precision import DTYPES, Rounding, overflow_report, rounded_attention
 
 __all__ = ["check_dtypes", "overflow_rows", "precision_rows", "rounding_errors"]
 
@@ -103,7 +103,7 @@ def precision_rows(rows, collected):
 def overflow_rows(head, w, preset_kinds, dtypes, views):
     """Per (preset, kind) and dtype: the overflow report of one head and one W, with its head.
 
-    ``views`` (:func:`rfkernels.analysis.diagnosis_views.fit_views`) give each kind's
+    ``views`` (:func:`rfkernels.analysis.diagnosis.views.fit_views`) give each kind's
     queries, keys, the kind it runs as and its parameters.
     """
     out = []

@@ -1,62 +1,10 @@
-r"""Diagnose random-feature attention on the user's own queries, keys and values.
+"""One diagnosis: the validated plan, each head's work, its rows and the :class:`Diagnosis`.
 
-:func:`diagnose` answers the questions users ask about their own tensors
-("FastAttention does not agree with standard attention", "the relative
-error never falls below 100%"): how large :math:`|q + k|^2` gets on their
-data, what each estimator's exact kernel error is there, what error it
-gives the attention output, whether that beats the baselines every
-estimator must beat, and which estimator and how many features reach a
-target. Every registered kind and ensemble can be diagnosed; data-fitted
-kinds (OPRF's ``A*`` today) are fitted on each head's queries and keys
-through their registry entry (:attr:`rfkernels.estimators.Kind.fit`), so a
-kind registered later appears without a change here.
-
-Conventions
------------
-- **Temperature.** The kernel is :math:`\exp(\text{scale}\; q^\top k)`,
-  ``scale`` = :math:`1/\sqrt d` by default as in Transformers. It is split
-  symmetrically, :math:`q' = \sqrt{\text{scale}}\, q`,
-  :math:`k' = \sqrt{\text{scale}}\, k` (the Performer's ``d^-1/4`` on both
-  sides): the estimators' variance depends on the split, the kernel does not.
-  Every |q + k|² reported is of the scaled vectors.
-- **Heads.** Q (..., L, d), K (..., L_k, d), V (..., L_k, d_v); the leading
-  axes broadcast (so one K may serve all heads) and each index of them is a
-  head, numbered in C order (``head``; ``heads[h]["index"]`` is the tuple).
-  Attention is bidirectional.
-- **Kernel level** (exact, no Monte Carlo): over ``pairs`` query-key pairs
-  drawn uniformly with replacement (all pairs when there are no more than
-  ``pairs``), each estimator's exact relative MSE
-  :math:`\mathrm{MSE}/\exp(2 q'^\top k')` at each m, from
-  :func:`rfkernels.theory.exact_log_mse` in log space; quantiles are of
-  the log, exponentiated. The heavy-tail share is the fraction of pairs with
-  :math:`|q' + k'|^2 >` :data:`HEAVY_TAIL_U2` (MATH.md, "Monte Carlo error
-  is heavy-tailed": there the squared error of positive-type estimates is
-  roughly log-normal and sample MSEs converge slowly).
-- **Attention level** (Monte Carlo): ``draws`` projection draws per (m,
-  ensemble), each on ``queries`` query rows drawn without replacement
-  afresh (all rows when L <= ``queries``) against every key, so each draw's
-  MSE is unbiased for the MSE over all rows and the standard error
-  (over draws, ddof = 1) covers both the projections and the rows. Every
-  kind and preset at a draw uses the same W and rows (common random
-  numbers). The exact output is :func:`rfkernels.attention.softmax_attention`
-  on all rows; rows with a normaliser <= 0 are divided anyway
-  (``nonpositive="divide"``, as an unguarded implementation does) and counted.
-- **Baselines.** Uniform attention (every row the mean of V) and a zero
-  output, their MSE exact over all rows. ``worse_than_uniform``: the
-  attention MSE exceeds the uniform MSE by more than 2 standard errors.
-- **First-order theory** (iid, trig/positive/hyperbolic,
-  :func:`rfkernels.analysis.attention_mse_first_order`) on
-  ``first_order_queries`` rows, exactly proportional to 1/m, with the
-  normalisers' relative standard deviation ``normaliser_rel_sd`` from the
-  same closed forms; see :data:`NORMALISER_SD_MAX` for its validity flag.
-- **Advice** (:mod:`~rfkernels.analysis.diagnosis_advice`): from the
-  pooled rows, the smallest feature budget r reaching ``target`` and the
-  best estimator at each r.
-
-Seeds: one :class:`numpy.random.SeedSequence` entropy (``meta["entropy"]``)
-and the spawn keys of :data:`SPAWN_KEYS`.
+:func:`diagnose` checks everything once into a plan, runs the heads (the
+kernel level, the attention level, the first-order theory and the rounding
+of each requested dtype) and pools them; the conventions are those of the
+package, :mod:`rfkernels.analysis.diagnosis`.
 """
-
 from __future__ import annotations
 
 import math
@@ -76,12 +24,12 @@ from rfkernels.validation import check_choice, check_int, check_memory, check_re
 from rfkernels.version import __version__
 from rfkernels.workers import usable_cpus
 
-from .attention_data import check_ensembles, check_names, check_scale, distinct_ints, root_entropy
-from .diagnosis_advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
-from .diagnosis_precision import check_dtypes, overflow_rows, precision_rows, rounding_errors
-from .diagnosis_report import markdown_report, null_reason, write_csv
-from .diagnosis_views import first_order, fit_views
-from .lean_favor import one_blas_thread
+from ..attention_data import check_ensembles, check_names, check_scale, distinct_ints, root_entropy
+from ..lean_favor import one_blas_thread
+from .advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
+from .report import markdown_report, null_reason, write_csv
+from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
+from .views import first_order, fit_views
 
 __all__ = [
     "attention_kinds",
@@ -219,7 +167,7 @@ def _grid_checks(plan):
     for kind in plan.kinds:
         for ens in plan.ensembles:
             estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
-    # a DERF kind runs as OPRF on its transformed head (diagnosis_views), with rfkernels' numerics
+    # a DERF kind runs as OPRF on its transformed head (views), with rfkernels' numerics
     plan.preset_kinds = [(p, kind) for p in plan.presets for kind in plan.kinds
                          if kind in preset_entry(p).kinds
                          or (p == "rfkernels" and registry.entry("kind", kind).population)]
@@ -599,7 +547,7 @@ class Diagnosis:
         output's mean square, the uniform baseline and the fitted parameters.
     advice : dict
         ``{"target": ..., "budget": [...], "best": [...]}``
-        (:func:`rfkernels.analysis.diagnosis_advice.advise`) of the pooled
+        (:func:`rfkernels.analysis.diagnosis.advice.advise`) of the pooled
         rows, and with several heads ``"per_head"``: ``[{"head": h, "budget":
         [...]}]``, each head's own budgets (the pooled error is dominated by
         the heads with the largest outputs' errors).
@@ -610,7 +558,7 @@ class Diagnosis:
         rounding MSE (against float64, same W and rows) with its standard
         error, the sampling MSE, their ratio, the share of rows whose
         normaliser failed and the draws whose features overflowed
-        (:mod:`rfkernels.analysis.diagnosis_precision`).
+        (:mod:`rfkernels.analysis.diagnosis.rounding`).
     overflow : list of dict
         With ``dtypes``: per head x preset x kind x dtype, each map's overflow
         and underflow on the head's data for one W, unshifted and as the
@@ -633,7 +581,7 @@ class Diagnosis:
         ``json.dumps(d, allow_nan=False)`` works: a value beyond float64
         (``inf`` in :attr:`rows`) is null here, and every null of an object
         has its reason in that object's ``"null_reasons"``
-        (:func:`rfkernels.analysis.diagnosis_report.null_reason`).
+        (:func:`rfkernels.analysis.diagnosis.report.null_reason`).
         """
         return json_safe({"meta": self.meta, "heads": self.heads, "summary": self.summary,
                           "advice": self.advice, "rows": self.rows, "precision": self.precision,
@@ -676,7 +624,7 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
              scale=None, draws=DEFAULT_DRAWS, queries=DEFAULT_QUERIES, pairs=DEFAULT_PAIRS,
              first_order_queries=DEFAULT_FIRST_ORDER_QUERIES, target=DEFAULT_TARGET, budgets=None,
              dtypes=None, seed=0, workers=None, progress=None):
-    r"""Diagnose random-feature attention on these queries, keys and values (module docstring).
+    r"""Diagnose random-feature attention on these queries, keys and values (:mod:`rfkernels.analysis.diagnosis`).
 
     Parameters
     ----------
@@ -713,13 +661,13 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
         Query-key pairs per head of the kernel-level statistics.
     first_order_queries : int, default 8
         Rows of the first-order theory (0: none).
-    target : float, default :data:`rfkernels.analysis.diagnosis_advice.DEFAULT_TARGET`
+    target : float, default :data:`rfkernels.analysis.diagnosis.advice.DEFAULT_TARGET`
         Target relative attention MSE (attention MSE over the exact output's mean square).
     budgets : sequence of int, optional
         Feature budgets r at which to name the best estimator; default every r of the grid.
     dtypes : sequence of str, optional
         Arithmetic to emulate beside float64 (``"float32"``, ``"float16"``,
-        ``"bfloat16"``; :mod:`rfkernels.analysis.diagnosis_precision`): the
+        ``"bfloat16"``; :mod:`rfkernels.analysis.diagnosis.rounding`): the
         same attention with every step rounded, its rounding MSE beside the
         sampling MSE, in :attr:`Diagnosis.precision`. Default: float64 only.
     seed : None, int or numpy.random.SeedSequence, default 0

@@ -1,6 +1,6 @@
 """One validated Monte Carlo run's trials: the proposals, the chunks, the accumulation, the results.
 
-:func:`run` takes the frozen setup :func:`rfkernels.analysis.monte_carlo`
+:func:`run` takes the frozen setup :mod:`rfkernels.analysis.monte_carlo.mse`
 validated (its attributes only) and returns every pair's
 :class:`~rfkernels.analysis.results.MonteCarloResult`: it chooses each
 pair's proposal (:func:`choose_proposals`; the ``"auto"`` pilot), draws the
@@ -26,9 +26,9 @@ from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_phases, draw_projections
 from rfkernels.rng import key_from_seed
 
-from .moments import Accumulator
-from .results import MonteCarloResult
-from .tail import MIN_TAIL, REACH_MIN, TAIL_K_MAX, pareto_k_hat, reach, tail_from_top, tail_size
+from ..moments import Accumulator
+from ..results import MonteCarloResult
+from ..tail import MIN_TAIL, REACH_MIN, TAIL_K_MAX, pareto_k_hat, reach, tail_from_top, tail_size
 
 #: Plain trials of the pilot run with which ``proposal="auto"`` decides.
 PILOT_TRIALS = 1 << 14
