@@ -250,11 +250,33 @@ class Ensemble:
     min_d : int
         Smallest dimension the ensemble exists in (``min_d_note`` says why).
     code : int or None
-        The reduced kernels' code (None: no reduced sampler).
+        The reduced law's code: the kernels' ``ensemble`` argument and the key
+        of the vectorised law (:func:`rfkernels.engine.laws.reduced_law`);
+        None: no reduced sampler.
     reduced_reason, theory_reason : str or None
         Why there is no reduced sampler / no closed form (None: there is).
     seed_index : int or None
         The ensemble's place in studies' spawn keys (frozen, as :attr:`Kind.seed_index`).
+    sample : callable or None
+        ``sample(m, d, norms, rng) -> W``: the whole (m, d) float64 matrix
+        (:func:`rfkernels.draw_projections`) from the NumPy Generator ``rng``,
+        with the row lengths of the :class:`NormLaw` ``norms`` (one whose
+        :meth:`NormLaw.refusal` accepts this ensemble; most samplers call its
+        ``with_lengths``). None: no whole-matrix sampler (refused).
+    matrix_bytes : callable
+        ``matrix_bytes(m, d) -> int``: the peak bytes ``sample`` allocates (an
+        upper estimate, checked before anything is drawn;
+        :func:`rfkernels.projections.projection_bytes`). Default: the (m, d)
+        rows and two copies.
+    reference : bool
+        A reference code's construction, reproduced with its bias (the
+        Performer code's unfixed QR, xformers' feature maps): for analysis and
+        the presets; not offered where users choose frequencies
+        (:class:`rfkernels.RandomFourierFeatures`).
+    quadrature_theory : bool
+        The exact MSE of kinds on ``x - y`` (:attr:`Kind.on_sum` False) is a
+        numerical quadrature per pair (simplex blocks): callers evaluating
+        many pairs interpolate it.
     """
 
     name: str
@@ -267,6 +289,10 @@ class Ensemble:
     reduced_reason: Optional[str] = None
     theory_reason: Optional[str] = None
     seed_index: Optional[int] = None
+    sample: Optional[Callable] = None
+    matrix_bytes: Callable = field(default=lambda m, d: 8 * 3 * int(m) * int(d))
+    reference: bool = False
+    quadrature_theory: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,10 +303,20 @@ class NormLaw:
     ----------
     name, summary : str
     chi : bool
-        Every row marginally N(0, I_d) (chi(d) norms; the kernels' flag).
+        Every row marginally N(0, I_d) (chi(d) norms; the kernels' flag);
+        False: every row of length ``sqrt(d)`` exactly (fixed norms), as the
+        kernels, the reduced laws and the tilted proposal read it.
     coupled : bool
         The rows' norms are coupled in pairs within a block (antithetic
-        norms): chi(d) marginals, but not independent; the kernels' second flag.
+        norms): chi(d) marginals, but not independent; the kernels' second flag
+        (the reduced laws draw them from the quantile table of
+        :mod:`rfkernels.numerics.chi_quantile`).
+    with_lengths : callable or None
+        ``with_lengths(rows, d, rng, unit=True) -> W``: the law's whole-matrix
+        sampler (:func:`rfkernels.draw_projections`): the (m, d) ``rows``
+        (the projections' directions: unit rows, or any rows where ``unit``
+        is False) given the law's lengths, drawn from the NumPy Generator
+        ``rng`` after the directions. None: no whole-matrix sampler (refused).
     ensembles : tuple of str or None
         The ensembles whose blocks it pairs (None: every ensemble).
     ensemble_reason : str
@@ -296,6 +332,7 @@ class NormLaw:
     ensembles: Optional[tuple] = None
     ensemble_reason: str = ""
     tilt_reason: Optional[str] = None
+    with_lengths: Optional[Callable] = None
 
     @property
     def independent_chi(self):
