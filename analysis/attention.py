@@ -110,7 +110,10 @@ All randomness derives from one :class:`numpy.random.SeedSequence` entropy
 
 - inputs of sample s: ``SeedSequence(entropy, spawn_key=(0, s))``;
 - projections of (s, m, kind, ensemble):
-  ``SeedSequence(entropy, spawn_key=(1, s, m, KINDS.index(kind), ENSEMBLES.index(ensemble)))``.
+  ``SeedSequence(entropy, spawn_key=(1, s, m, seed_index(kind), seed_index(ensemble)))``,
+  the frozen ``seed_index`` of the kind's and the ensemble's registry entries
+  (:func:`~rfkernels.analysis.attention_data.seed_index`), recorded in the
+  table's metadata.
 
 Every number therefore depends only on its own identity, not on the order
 of the loops or on which other m, kinds or ensembles were requested.

@@ -43,14 +43,16 @@ __all__ = [
     "distinct_ints",
     "root_entropy",
     "sample_summary",
+    "seed_index",
+    "seed_indices",
     "study_inputs",
 ]
 
 #: Default σ of :func:`attention_inputs`: E|q|² = E|k|² = 1.
 DEFAULT_INPUT_SCALE = 1.0
-#: Default kinds of the study: the paper's three (not ``rfkernels.validation.KINDS``,
-#: which may grow; seeds use ``KINDS.index(kind)``, stable because kinds are appended).
-DEFAULT_KINDS = ("trig", "positive", "hyperbolic")
+#: Default kinds of the study: the Performer paper's (:attr:`rfkernels.estimators.Kind.paper`;
+#: seeds use each kind's frozen ``seed_index``, so adding kinds moves no number).
+DEFAULT_KINDS = tuple(k.name for k in registry.entries("kind") if k.paper)
 #: Default ensembles of the study.
 DEFAULT_ENSEMBLES = ("iid", "orthogonal")
 
@@ -83,7 +85,8 @@ INPUT_DISTRIBUTION = (
 )
 #: First spawn-key entry of the inputs of sample s: ``(SPAWN_INPUTS, s)``.
 SPAWN_INPUTS = 0
-#: First spawn-key entry of the projections: ``(SPAWN_PROJECTIONS, s, m, kind, ensemble)``.
+#: First spawn-key entry of the projections: ``(SPAWN_PROJECTIONS, s, m, kind, ensemble)``,
+#: the kind and the ensemble by their :func:`seed_index`.
 SPAWN_PROJECTIONS = 1
 
 
@@ -104,6 +107,23 @@ def check_scale(value, name):
 def root_entropy(seed):
     """The root entropy behind ``seed`` (:func:`rfkernels.validation.seed_sequence`, root=True)."""
     return seed_sequence(seed, root=True).entropy
+
+
+def seed_index(axis, name):
+    """The frozen place of a registered kind or ensemble in studies' spawn keys.
+
+    :attr:`rfkernels.estimators.Kind.seed_index` (``axis="kind"``) or
+    :attr:`rfkernels.estimators.Ensemble.seed_index` (``axis="ensemble"``):
+    the built-in entries' positions when studies seeded by position, so no
+    published number moves when an entry is added.
+    """
+    return registry.entry(axis, name).seed_index
+
+
+def seed_indices(kinds, ensembles):
+    """``{"kind": {name: index}, "ensemble": {name: index}}`` of :func:`seed_index`, as metadata records them."""
+    return {"kind": {k: seed_index("kind", k) for k in kinds},
+            "ensemble": {e: seed_index("ensemble", e) for e in ensembles}}
 
 
 def attention_inputs(L, d, *, input_scale=DEFAULT_INPUT_SCALE, seed=None):

@@ -54,8 +54,10 @@ key's crosstalk is 0 or below float64's resolution beside its signal.
 
 Seeds: keys and values of trial t from ``SeedSequence(entropy,
 spawn_key=(0, t))``, projections of a random map from
-``SeedSequence(entropy, spawn_key=(1, t, KINDS.index(kind), m,
-ENSEMBLES.index(ensemble)))``, so a number depends only on its own identity.
+``SeedSequence(entropy, spawn_key=(1, t, seed_index(kind), m,
+seed_index(ensemble)))``, the frozen ``seed_index`` of the kind's and the
+ensemble's registry entries (:attr:`rfkernels.estimators.Kind.seed_index`),
+so a number depends only on its own identity.
 
 References
 ----------
@@ -74,32 +76,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfkernels import (
-    ENSEMBLES,
     FEATURE_MAPS,
-    KINDS,
     draw_projections,
     feature_dimension,
     feature_map,
     log_softmax_kernel,
     softmax_kernel,
 )
+from rfkernels.estimators import registry
 from rfkernels.validation import (
-    PAPER_KINDS,
     check_bool,
     check_int,
     check_int_array,
     check_memory,
 )
 
-from .attention_data import check_scale, root_entropy
+from .attention_data import check_scale, root_entropy, seed_index, seed_indices
 
 __all__ = [
+    "DEFAULT_ENSEMBLE",
     "DEFAULT_MAPS",
     "MAP_GRAMMAR",
     "CapacityResult",
     "FeatureMapSpec",
     "capacity",
     "parse_map",
+    "random_kinds",
 ]
 
 #: The maps of the source's comparison at d_k = 64: ELU+1, DPFP-1/2/3 and
@@ -114,9 +116,18 @@ DEFAULT_N = (2, 4, 8, 16, 32, 48, 64, 65, 72, 96, 128, 129, 160, 192, 256, 257, 
 
 _SPAWN_INPUTS = 0
 _SPAWN_PROJECTIONS = 1
+#: The ensemble of a random map whose spec names none (FAVOR+'s).
+DEFAULT_ENSEMBLE = "orthogonal"
+
+
+def random_kinds():
+    """The kinds a random map may have: the Performer paper's (:attr:`rfkernels.estimators.Kind.paper`)."""
+    return tuple(k.name for k in registry.entries("kind") if k.paper)
+
+
 #: The feature maps :func:`parse_map` reads, in words (for error messages and help).
 MAP_GRAMMAR = ("'identity', 'elu1', 'dpfp:NU', KIND:M[:ENSEMBLE] with KIND among "
-                f"{', '.join(PAPER_KINDS)} (e.g. 'positive:128' or 'positive:128:iid'), or 'softmax' "
+                f"{', '.join(random_kinds())} (e.g. 'positive:128' or 'positive:128:iid'), or 'softmax' "
                 "(the exact kernel exp(k.k'), sum rule only)")
 #: Why least-squares values are null for the exact kernel.
 _NO_LS = ("the exact softmax kernel has no finite feature matrix: the least-squares readout "
@@ -154,8 +165,12 @@ class FeatureMapSpec:
             return "identity"
         if self.kind == "softmax":
             return "softmax (exact)"
-        name = "FAVOR+" if self.kind == "positive" else self.kind
-        ens = "" if self.ensemble == "orthogonal" else f" {self.ensemble}"
+        entry = registry.entry("kind", self.kind)
+        # FAVOR+: the Performer's positive map (m nonnegative features of one projection each)
+        favor = entry.paper and entry.nonnegative and entry.features_per_projection == 1
+        name = "FAVOR+" if favor else self.kind
+        # the ensemble where the spec without one would not give it
+        ens = "" if parse_map(f"{self.kind}:{self.m}") == self else f" {self.ensemble}"
         return f"{name} m={self.m}{ens}"
 
     def d_dot(self, d):
@@ -169,8 +184,10 @@ def parse_map(spec):
     """A :class:`FeatureMapSpec` from ``'elu1'``, ``'dpfp:2'``, ``'positive:128[:iid]'``, ``'softmax'``.
 
     ``'softmax'`` is the exact kernel :math:`e^{k^\top k'}` (infinite d_dot),
-    the limit of FAVOR+ as m grows: a reference for the sum rule. Random kinds need the number of projections m; their ensemble defaults
-    to ``'orthogonal'`` (FAVOR+). A :class:`FeatureMapSpec` is returned as is.
+    the limit of FAVOR+ as m grows: a reference for the sum rule. Random
+    kinds (:func:`random_kinds`) need the number of projections m; their
+    ensemble defaults to :data:`DEFAULT_ENSEMBLE` (FAVOR+'s). A
+    :class:`FeatureMapSpec` is returned as is.
     """
     if isinstance(spec, FeatureMapSpec):
         return spec
@@ -192,11 +209,11 @@ def parse_map(spec):
         return FeatureMapSpec(kind)
     if kind == "dpfp" and len(parts) == 2:
         return FeatureMapSpec(kind, nu=count(parts[1], "nu"))
-    if kind in PAPER_KINDS and len(parts) in (2, 3):
-        ensemble = parts[2] if len(parts) == 3 else "orthogonal"
-        if ensemble not in ENSEMBLES:
-            raise ValueError(f"feature map {spec!r}: ensemble must be one of {', '.join(ENSEMBLES)}; "
-                             f"got {ensemble!r}")
+    if kind in random_kinds() and len(parts) in (2, 3):
+        ensemble = parts[2] if len(parts) == 3 else DEFAULT_ENSEMBLE
+        if ensemble not in registry.names("ensemble"):
+            raise ValueError(f"feature map {spec!r}: ensemble must be one of "
+                             f"{', '.join(registry.names('ensemble'))}; got {ensemble!r}")
         return FeatureMapSpec(kind, m=count(parts[1], "m"), ensemble=ensemble)
     raise ValueError(f"unknown feature map {spec!r}; expected {MAP_GRAMMAR}")
 
@@ -516,7 +533,8 @@ def _projections(run, spec, t):
     """The projections of a random map in trial t (None for the deterministic maps and softmax)."""
     if spec.kind == "softmax" or spec.kind in FEATURE_MAPS:
         return None
-    key = (_SPAWN_PROJECTIONS, t, KINDS.index(spec.kind), spec.m, ENSEMBLES.index(spec.ensemble))
+    key = (_SPAWN_PROJECTIONS, t, seed_index("kind", spec.kind), spec.m,
+           seed_index("ensemble", spec.ensemble))
     return draw_projections(spec.m, run.d_k, ensemble=spec.ensemble,
                             seed=np.random.SeedSequence(run.entropy, spawn_key=key))
 
@@ -656,7 +674,10 @@ def _capacity_meta(run, failures, null_reasons, seconds):
                          "fails where the relative retrieval error > fail_tol",
         "entropy": run.entropy,
         "spawn_keys": {"inputs": "(0, trial)",
-                       "projections": "(1, trial, KINDS.index(kind), m, ENSEMBLES.index(ensemble))"},
+                       "projections": "(1, trial, seed_index(kind), m, seed_index(ensemble))",
+                       "seed_index": seed_indices(
+                           dict.fromkeys(s.kind for s in run.specs if s.m is not None),
+                           dict.fromkeys(s.ensemble for s in run.specs if s.m is not None))},
         "seconds": seconds,
         "null_reasons": null_reasons,
     }

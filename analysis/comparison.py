@@ -20,9 +20,8 @@ import numpy as np
 
 from rfkernels import engine, theory
 from rfkernels.backends import check_backend
-from rfkernels.estimators import Estimator, check_kind, check_norms, estimator
+from rfkernels.estimators import Estimator, check_ensemble, check_kind, check_norms, estimator
 from rfkernels.validation import (
-    ENSEMBLES,
     check_bool,
     check_choice,
     check_finite,
@@ -34,6 +33,7 @@ from .points import (
     DEFAULT_KERNEL,
     canonical_point,
     check_norm_axes,
+    independent_rows,
     point_geometry,
     output_dimension,
     point_kernel,
@@ -283,7 +283,7 @@ def statements(row):
     exact, bound, lemma = row["mse_exact"], row["theorem2_bound"], row["mse_lemma2"]
     if math.isfinite(bound) and math.isfinite(exact):
         out["exact_le_bound"] = exact <= bound * (1 + 1e-12)
-    if row["ensemble"] == "iid" and math.isfinite(lemma) and math.isfinite(exact):
+    if independent_rows(row["ensemble"]) and math.isfinite(lemma) and math.isfinite(exact):
         out["iid_eq_lemma2"] = abs(exact - lemma) <= 1e-10 * max(abs(lemma), 1e-300)
     if math.isfinite(row["z"]) and row["tail_ok"] is True:
         out["mc_consistent"] = abs(row["z"]) < Z_THRESHOLD
@@ -389,9 +389,11 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     norms, trials, seed, backend, method
         As for :func:`rfkernels.analysis.monte_carlo.monte_carlo_mse`. Each
         row gets its own seed, derived from ``seed`` and the row's identity.
-        ``kind='oprf'`` (at each point's optimal A*) and the ``'simplex'``
-        and ``'sorf'`` ensembles need ``method='literal'`` (checked first);
-        ``'sorf'`` has no exact MSE (Monte Carlo only).
+        A kind with parameters runs at each point's own value (OPRF: its
+        optimal A*); an ensemble without a reduced sampler
+        (:attr:`rfkernels.estimators.Estimator.reduced`) needs
+        ``method='literal'`` (checked first), and one without a closed form
+        has no exact MSE (Monte Carlo only).
     proposal : {'auto', 'plain', 'tilted'}, default 'auto'
         The Monte Carlo proposal of every row (:func:`evaluate_point`: trig
         rows run plain); ``'tilted'`` with ``method='literal'`` or with trig
@@ -422,7 +424,7 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     check_backend(backend)
     check_choice(method, "method", ("reduced", "literal"))
     kinds = _one_or_many(kinds, "kinds", check_kind)
-    ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
+    ensembles = _one_or_many(ensembles, "ensembles", check_ensemble)
     ms = _one_or_many(m, "m", lambda v: check_int(v, "m"))
     check_choice(proposal, "proposal", engine.PROPOSALS)
     # kernel and gamma checked; the rows of the default kernel have neither key (as before)
@@ -475,7 +477,7 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
     trials : int
         Trials per (ensemble, direction).
     ensembles : str or sequence of str
-        Ensembles of :data:`rfkernels.ENSEMBLES` to audit (e.g. ``"sorf"``).
+        Registered ensembles (``rfkernels.estimators.names("ensemble")``) to audit.
 
     Returns
     -------
@@ -489,7 +491,7 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
     m = check_int(m, "m")
     trials = check_int(trials, "trials", minimum=2)
     seed = _check_root_seed(seed)
-    ensembles = _one_or_many(ensembles, "ensembles", lambda e: check_choice(e, "ensemble", ENSEMBLES))
+    ensembles = _one_or_many(ensembles, "ensembles", check_ensemble)
     norm_u = check_finite(norm_u, "norm_u")
     if norm_u.ndim != 0 or norm_u < 0:
         raise ValueError(f"norm_u must be one number >= 0; got {norm_u!r}")

@@ -16,12 +16,10 @@ from rfkernels.attention import (
     softmax_attention,
 )
 from rfkernels.backends import array_namespace, check_backend
-from rfkernels.estimators import check_ensemble, check_kind, check_norms
+from rfkernels.estimators import check_ensemble, check_kind, check_norms, registry
 from rfkernels.features import feature_dimension
 from rfkernels.projections import draw_projections
 from rfkernels.validation import (
-    ENSEMBLES,
-    KINDS,
     check_bool,
     check_choice,
     check_int,
@@ -41,6 +39,8 @@ from .attention_data import (
     distinct_ints,
     root_entropy,
     sample_summary,
+    seed_index,
+    seed_indices,
     study_inputs,
 )
 from .lean_favor import LEAN_KINDS, LeanFavor, one_blas_thread
@@ -48,10 +48,20 @@ from .lean_favor import LEAN_KINDS, LeanFavor, one_blas_thread
 __all__ = ["attention_mse"]
 
 
+def study_kinds():
+    """The kinds the study takes: one feature map for queries and keys alike.
+
+    Not a kind with a query map and a key map (:attr:`rfkernels.estimators.Kind.pair_transform`:
+    the DERF kinds), whose parameters the study does not fit.
+    """
+    return tuple(k.name for k in registry.entries("kind") if k.pair_transform is None)
+
+
 def _check_study_kind(kind):
     kind = check_kind(kind)
-    if kind not in KINDS:
-        raise ValueError(f"kinds: {kind!r} is not among the study's kinds {', '.join(map(repr, KINDS))} "
+    if registry.entry("kind", kind).pair_transform is not None:
+        raise ValueError(f"kinds: {kind!r} is not among the study's kinds "
+                         f"{', '.join(map(repr, study_kinds()))} "
                          "(the DERF kinds: favor_attention, or rfkernels.analysis.diagnose on the data)")
     return kind
 
@@ -90,13 +100,16 @@ def attention_mse(
         Numbers of projections, each >= 1; m > d uses independent orthogonal
         blocks of d rows (the last partial). Feature dimension r = m
         (positive) or 2m (trig, hyperbolic).
-    kinds : sequence of {"trig", "positive", "hyperbolic", "oprf"}, optional
-        Default: the paper's three. ``"oprf"`` runs with ``A="auto"`` (the
-        optimal A* for the mean :math:`|q_i + k_j|^2/d` over all pairs of
-        each input, :func:`rfkernels.features.oprf_auto_a`).
-    ensembles : sequence of {"iid", "orthogonal", "orthogonal-unfixed-qr"}, optional
-        Default ``("iid", "orthogonal")``, those ``norms`` applies to
-        (:func:`rfkernels.analysis.attention_data.ensembles_for`).
+    kinds : sequence of str, optional
+        Registered kinds with one feature map (:func:`study_kinds`); default
+        :data:`~rfkernels.analysis.attention_data.DEFAULT_KINDS`, the
+        paper's. A kind with data-fitted parameters (:attr:`rfkernels.estimators.Kind.fit`:
+        OPRF) runs with ``A="auto"`` (the optimal A* for the mean
+        :math:`|q_i + k_j|^2/d` over all pairs of each input).
+    ensembles : sequence of str, optional
+        Registered ensembles; default
+        :data:`~rfkernels.analysis.attention_data.DEFAULT_ENSEMBLES`, those
+        ``norms`` applies to (:func:`rfkernels.analysis.attention_data.ensembles_for`).
     samples : int, default 15
         Random inputs, >= 2 (for a standard deviation).
     seed : None, int or numpy.random.SeedSequence, default 0
@@ -104,8 +117,9 @@ def attention_mse(
         None draws fresh entropy, which is recorded in ``meta["entropy"]``.
     input_scale : float, default :data:`DEFAULT_INPUT_SCALE`
         σ of :func:`~rfkernels.analysis.attention.attention_inputs`: E|q|² = E|k|² = σ².
-    norms : {"chi", "fixed", "antithetic"}, default "chi"
-        Row norms of the projections (:func:`rfkernels.draw_projections`).
+    norms : str, default "chi"
+        A registered norm law (``rfkernels.estimators.names("norms")``): the
+        row norms of the projections (:func:`rfkernels.draw_projections`).
     causal : bool, default False
         Causal (unidirectional) attention instead of bidirectional.
     nonpositive : {"divide", "nan", "raise"}, default "divide"
@@ -184,7 +198,7 @@ def attention_mse(
         lean = LeanFavor(q, k, v) if (backend == "numpy" and not causal) else None
         with one_blas_thread():
             for g, (m, kind, ens) in enumerate(grid):
-                key = (SPAWN_PROJECTIONS, s, m, KINDS.index(kind), ENSEMBLES.index(ens))
+                key = (SPAWN_PROJECTIONS, s, m, seed_index("kind", kind), seed_index("ensemble", ens))
                 w = draw_projections(
                     m, d, ensemble=ens, norms=norms, backend=backend,
                     seed=np.random.SeedSequence(entropy, spawn_key=key),
@@ -193,8 +207,9 @@ def attention_mse(
                 if lean is not None and kind in LEAN_KINDS:
                     output, n_bad = lean.output(w, kind, nonpositive)
                 else:
+                    fitted = registry.entry("kind", kind).fit is not None  # OPRF: A* of the data
                     res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive,
-                                          A="auto" if kind == "oprf" else None)
+                                          A="auto" if fitted else None)
                     output, n_bad = res.output, res.n_nonpositive_denominators
                 err = output - exact
                 mse[g, s] = float(xp.mean(err * err))
@@ -222,8 +237,8 @@ def attention_mse(
         "entropy": entropy,
         "spawn_keys": {
             "inputs": "(0, sample)",
-            "projections": "(1, sample, m, KINDS.index(kind), ENSEMBLES.index(ensemble))",
-            "KINDS": list(KINDS), "ENSEMBLES": list(ENSEMBLES),
+            "projections": "(1, sample, m, seed_index(kind), seed_index(ensemble))",
+            "seed_index": seed_indices(kinds, ensembles),
         },
         "exact_output_mean_square": [float(x) for x in exact_ms],
         "seconds_exact": t_exact,

@@ -181,6 +181,22 @@ def output_dimension(kind, m):
     return estimator(kind, m=int(m)).output_dimension
 
 
+def independent_rows(ensemble):
+    """Whether a registered ensemble draws every row independently (iid rows).
+
+    The law Lemma 2 and the first-order attention theory assume. The
+    registry's pair law couples rows only within blocks
+    (:attr:`rfkernels.estimators.Ensemble.blocked`), so an ensemble without
+    blocks whose scalar projections the reduced engine draws (no
+    ``reduced_reason``) has independent rows; one coupled without blocks
+    (xformers' feature maps) has no reduced law.
+    """
+    from rfkernels.estimators import registry
+
+    entry = registry.entry("ensemble", ensemble)
+    return not entry.blocked and entry.reduced_reason is None
+
+
 def point_kernel(point):
     """``(kernel, gamma)`` of a point: its target kernel (softmax where absent) and gamma."""
     return point.get("kernel") or DEFAULT_KERNEL, point.get("gamma")

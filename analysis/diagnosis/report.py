@@ -14,6 +14,8 @@ import csv
 import io
 import math
 
+from rfkernels.estimators import registry
+
 __all__ = ["CSV_COLUMNS", "markdown_report", "null_reason", "write_csv"]
 
 #: Columns of the CSV files, in order (summary rows add ``heads`` and ``heads_worse_than_uniform``).
@@ -137,6 +139,11 @@ def _num(value, digits=3):
     return f"{value:.{digits}g}"
 
 
+def _nonnegative(kind):
+    """The kind's features are >= 0 (its normalisers too): a bad estimate is the heavy tail's."""
+    return registry.entry("kind", kind).nonnegative
+
+
 def _name(row):
     text = f"{row['kind']} {row['ensemble']}"
     return text if row["preset"] == "rfkernels" else f"{text} ({row['preset']})"
@@ -218,7 +225,7 @@ def _verdict(diag):
                          f"(r = {', '.join(str(r['r']) for r in rows)}). Returning the mean of V "
                          "would be more accurate" + (": far in the heavy tail the unbiased "
                                                      "estimator picks keys almost at random."
-                                                     if rows[0]["kind"] != "trig" else
+                                                     if _nonnegative(rows[0]["kind"]) else
                                                      ": its normalisers are noisy and change sign."))
         elif len(better) == len(rows):
             lines.append(f"- {name}: better than uniform attention at every m measured.")

@@ -24,8 +24,16 @@ from rfkernels.validation import check_choice, check_int, check_memory, check_re
 from rfkernels.version import __version__
 from rfkernels.workers import usable_cpus
 
-from ..attention_data import check_ensembles, check_names, check_scale, distinct_ints, root_entropy
+from ..attention_data import (
+    check_ensembles,
+    check_names,
+    check_scale,
+    distinct_ints,
+    root_entropy,
+    seed_index,
+)
 from ..lean_favor import one_blas_thread
+from ..points import independent_rows
 from .advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
 from .report import markdown_report, null_reason, write_csv
 from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
@@ -80,7 +88,7 @@ SPAWN_KEYS = {
     "values": "(0, head): synthetic V when none is given",
     "pairs": "(1, head): the kernel-level pair sample",
     "rows": "(2, head, draw): the query rows of a draw",
-    "projections": "(3, head, draw, m, ensemble index in the registry)",
+    "projections": "(3, head, draw, m, seed_index(ensemble)): the ensemble's frozen registry index",
     "first_order": "(4, head): the first-order theory's query rows",
 }
 
@@ -153,8 +161,9 @@ def _check_diagnose_kind(kind):
     kind = check_kind(kind)
     entry = registry.entry("kind", kind)
     if entry.pair_transform is not None and kind not in diagnose_kinds():
+        fitted = [k.name for k in registry.entries("kind") if k.population and k.diagnose_reason is None]
         raise ValueError(f"kinds: {kind!r}: " + (entry.diagnose_reason or "its parameters are the "
-                         "user's; diagnose fits 'saderf' and 'aderf' on each head"))
+                         f"user's; diagnose fits {' and '.join(map(repr, fitted))} on each head"))
     return kind
 
 
@@ -186,7 +195,7 @@ def _bytes_per_head(plan):
     kernel = 8 * (3 * PAIR_CHUNK * plan.d + plan.pairs * (2 + len(plan.kinds) * len(plan.ensembles)
                                                         * len(plan.ms)))
     first = 0
-    if plan.fo_queries and "iid" in plan.ensembles:
+    if plan.fo_queries and any(independent_rows(e) for e in plan.ensembles):
         batch = max(1, min(plan.fo_queries, (1 << 23) // (plan.Lk * plan.dv)))
         block = max(1, min(plan.Lk, (1 << 22) // plan.Lk))
         first = 8 * (3 * block * plan.Lk + 4 * plan.Lk * batch * plan.dv + 3 * batch * plan.Lk)
@@ -306,7 +315,6 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
              for m in plan.ms]
     out = {c: np.zeros((5, plan.draws)) for c in cells}  # mse, bad, share mean, share max, overflow
     rounding = {}  # (preset, kind, ensemble, m, dtype) -> per-draw rounding_errors tuples
-    ens_index = registry.names("ensemble")
     for t in range(plan.draws):
         if plan.L <= plan.queries:
             rows = np.arange(plan.L)
@@ -317,7 +325,7 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
         for ens in plan.ensembles:
             for m in plan.ms:
                 w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms,
-                                     seed=_seed(plan, 3, h, t, m, ens_index.index(ens)))
+                                     seed=_seed(plan, 3, h, t, m, seed_index("ensemble", ens)))
                 for p, kind in plan.preset_kinds:
                     cell = out[(p, kind, ens, m)]
                     view = views[kind]  # a DERF kind: OPRF on its transformed head
@@ -365,7 +373,7 @@ def _head(plan, h, arrays, progress):
     if len(plan.dtypes) > 1:  # the thresholds on this head's data, for the first draw's W
         m, ens = max(plan.ms), plan.ensembles[0]
         w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms, seed=_seed(
-            plan, 3, h, 0, m, registry.names("ensemble").index(ens)))
+            plan, 3, h, 0, m, seed_index("ensemble", ens)))
         overflow = overflow_rows(h, w, plan.preset_kinds, plan.dtypes, views)
     fo = first_order(plan, views, v, _seed(plan, 4, h))
     if progress is not None:
@@ -433,7 +441,7 @@ def _kernel_fields(kernel, kind, ens, m):
 
 def _first_order_fields(res, kind, ens, m, mc_mse):
     fo = res["first_order"][kind]
-    if ens != "iid" or isinstance(fo, str):
+    if not independent_rows(ens) or isinstance(fo, str):
         why = fo if isinstance(fo, str) else "the first-order theory is for iid projections only"
         return {"first_order_mse": None, "first_order_stderr": None, "first_order_valid": None,
                 "first_order_ratio": None, "normaliser_rel_sd": None, "first_order_reason": why}
@@ -615,7 +623,8 @@ def _meta(plan, edges, seconds):
         "histogram_edges": [float(e) for e in edges],
         "attention": "bidirectional; rows with a normaliser <= 0 divided anyway and counted",
         "entropy": plan.entropy, "spawn_keys": dict(SPAWN_KEYS),
-        "ensemble_order": list(registry.names("ensemble")), "workers": plan.workers,
+        "seed_index": {e: seed_index("ensemble", e) for e in plan.ensembles},
+        "workers": plan.workers,
         "seconds": seconds,
     }
 
@@ -635,10 +644,11 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     V : array_like of shape (L_k, d_v) or (..., L_k, d_v), optional
         Values; default: synthetic N(0, 1) values with d_v = d (``meta["values"]`` says so).
     m : int or sequence of int, default :data:`DEFAULT_M`
-        Numbers of projections; r = m (positive, oprf) or 2m (trig, hyperbolic) features.
+        Numbers of projections; r = m or 2m features
+        (:attr:`rfkernels.estimators.Kind.features_per_projection` per projection).
     kinds : sequence of str, optional
         Registered kinds that attention takes; default all of them
-        (:func:`attention_kinds`: every kind but ``"offset"``).
+        (:func:`attention_kinds`: every kind with one feature map and no random phase).
     ensembles : sequence of str, optional
         Registered ensembles; default :data:`DEFAULT_ENSEMBLES` (those that
         ``norms`` applies to: :func:`rfkernels.analysis.attention_data.ensembles_for`).

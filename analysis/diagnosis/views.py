@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfkernels.estimators import estimator, registry
+from rfkernels.estimators import estimator, oprf, registry
 from rfkernels.estimators.derf import attention_inputs
 
 from ..attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
+from ..points import independent_rows
 
 __all__ = ["KindView", "first_order", "fit_views"]
 
@@ -42,7 +43,7 @@ def fit_views(kinds, q, k):
         if entry.population:
             est = estimator(kind).fitted_on(q, k)
             qt, kt, a = attention_inputs(est, q, k, np)
-            out[kind] = KindView(qt, kt, "oprf", {"A": float(a)})
+            out[kind] = KindView(qt, kt, oprf.KIND.name, {"A": float(a)})
         else:
             out[kind] = KindView(q, k, kind, {} if entry.fit is None else dict(entry.fit(q, k)))
     return out
@@ -53,10 +54,11 @@ def first_order(plan, views, v, seed):
     out = {}
     for kind in plan.kinds:
         if kind not in FIRST_ORDER_KINDS:
-            out[kind] = f"no first-order theory for kind={kind!r} (it has one for trig, positive, hyperbolic)"
-        elif "iid" not in plan.ensembles:
+            out[kind] = (f"no first-order theory for kind={kind!r} "
+                         f"(it has one for {', '.join(FIRST_ORDER_KINDS)})")
+        elif not any(independent_rows(e) for e in plan.ensembles):
             out[kind] = "the first-order theory is for iid projections only"
-        elif plan.norms != "chi":
+        elif not registry.entry("norms", plan.norms).independent_chi:
             out[kind] = (f"the first-order theory assumes Gaussian projections (chi norms); "
                          f"norms={plan.norms!r} changes E[g g']")
         elif plan.fo_queries == 0:

@@ -8,7 +8,7 @@ import numpy as np
 
 from rfkernels.validation import check_memory
 
-from ..points import norms_from_sum
+from ..points import independent_rows, norms_from_sum
 from .spec import SweepError
 
 
@@ -55,7 +55,7 @@ def point_memory(d, m, method="reduced", ensemble="iid"):
     """
     d, m = int(d), int(m)
     if method == "literal":
-        rows = m if ensemble == "iid" else max(m, d)
+        rows = m if independent_rows(ensemble) else max(m, d)
         return (32 << 20) + 32 * d + 48 * d * rows
     return (32 << 20) + 32 * d + 128 * m
 
@@ -70,9 +70,9 @@ def check_point_memory(spec, workers, remote):
     if spec.run["theory_only"] or remote:
         return
     d, m = max(spec.grid["d"]), max(spec.grid["m"])
-    ensemble = "iid" if spec.grid["ensemble"] == ["iid"] else "orthogonal"
     parallel = min(workers, len(spec.points()))
     what = f"the grid point d = {d}, m = {m} (Monte Carlo, method {spec.run['method']})"
     if parallel > 1:
         what += f" on {parallel} workers at once"
-    check_memory(point_memory(d, m, spec.run["method"], ensemble) * parallel, what)
+    per_point = max(point_memory(d, m, spec.run["method"], e) for e in spec.grid["ensemble"])
+    check_memory(per_point * parallel, what)
