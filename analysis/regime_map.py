@@ -16,6 +16,7 @@ from .attention_data import AttentionMSETable, check_scale
 from .favor_study import attention_mse
 
 __all__ = [
+    "CLAIMS",
     "CLAIM_Z",
     "HEAVY_TAIL_SHARE",
     "SLOPE_TOLERANCE",
@@ -34,6 +35,15 @@ SLOPE_TOLERANCE = 0.25
 #: A comparison holds (or is reversed) when the paired mean difference of the
 #: per-input MSEs is more than this many standard errors from 0.
 CLAIM_Z = 2.0
+#: The paper's two claims, each about two named series: ``(comparison, axis, (a, b),
+#: sign, statement)`` compares the series ``a`` and ``b`` of ``axis`` within each value
+#: of the other axis (ratio a/b, paired z of a - b); the claim is ``sign * z > 0``.
+CLAIMS = (
+    ("trig/positive", "kind", ("trig", "positive"), 1.0,
+     "positive features below trigonometric ones (ratio > 1)"),
+    ("orthogonal/iid", "ensemble", ("orthogonal", "iid"), -1.0,
+     "orthogonal projections below iid ones (ratio < 1)"),
+)
 
 
 def _check_slope_grid(m_values, mse):
@@ -167,16 +177,15 @@ def attention_regime_from_tables(tables, *, slope_tolerance=SLOPE_TOLERANCE, cla
                         "nonpositive_rows_mean": r["nonpositive_rows_mean"],
                     })
         pairs = []
-        if {"trig", "positive"} <= set(t.meta["kinds"]):
-            pairs += [("trig/positive", ens, {"kind": "trig", "ensemble": ens},
-                       {"kind": "positive", "ensemble": ens}) for ens in t.meta["ensembles"]]
-        if {"iid", "orthogonal"} <= set(t.meta["ensembles"]):
-            pairs += [("orthogonal/iid", kind, {"kind": kind, "ensemble": "orthogonal"},
-                       {"kind": kind, "ensemble": "iid"}) for kind in t.meta["kinds"]]
-        for name, within, a, b in pairs:
+        for name, axis, series, sign, _ in CLAIMS:  # where the table holds both series
+            other = "ensemble" if axis == "kind" else "kind"
+            for within in t.meta[other + "s"]:
+                a, b = ({axis: s, other: within} for s in series)
+                if t.select(**a) and t.select(**b):
+                    pairs.append((name, within, sign, a, b))
+        for name, within, sign, a, b in pairs:
             for m in ms:
                 ratio, z = _paired(t, dict(a, m=m), dict(b, m=m))
-                sign = 1.0 if name == "trig/positive" else -1.0  # the claim: trig > positive; orth < iid
                 zc = None if z is None else sign * z
                 sa = slope[(m, a["kind"], a["ensemble"])]
                 sb = slope[(m, b["kind"], b["ensemble"])]
@@ -191,8 +200,7 @@ def attention_regime_from_tables(tables, *, slope_tolerance=SLOPE_TOLERANCE, cla
                 })
     meta = {"input_scales": sorted(tables), "slope_tolerance": slope_tolerance, "claim_z": claim_z,
             "heavy_tail_share": heavy_tail_share,
-            "claims": {"trig/positive": "positive features below trigonometric ones (ratio > 1)",
-                       "orthogonal/iid": "orthogonal projections below iid ones (ratio < 1)"}}
+            "claims": {name: statement for name, _, _, _, statement in CLAIMS}}
     return AttentionRegime(dict(tables), rows, comps, meta)
 
 

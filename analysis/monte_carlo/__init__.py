@@ -22,9 +22,8 @@ Methods
     Draws the full (m, d) projection matrix per trial with
     :func:`rfkernels.draw_projections` (a NumPy ``Generator`` seeded with
     the seed) and evaluates :func:`rfkernels.feature_map`: the code users
-    run. It is the only method for ``ensemble="orthogonal-unfixed-qr"``
-    and, until its reduced sampler exists, for the ``"sorf"`` ensemble
-    (``docs/beyond.rst``).
+    run. It is the only method for an ensemble without a reduced sampler
+    (:attr:`rfkernels.estimators.Estimator.reduced` says why).
 
 Streaming
 ---------

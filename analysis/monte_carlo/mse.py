@@ -10,6 +10,7 @@ the scale and the proposals.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -71,6 +72,12 @@ METHODS = ("reduced", "literal")
 
 #: Trials per chunk of the literal method (one projection draw per trial).
 LITERAL_CHUNK = 1024
+
+#: ``(ensemble, norms, kernel)`` left out: :func:`rfkernels.estimators.estimator`'s
+#: defaults, which the entry points share; beside an Estimator, which carries its
+#: own, they must be.
+LEFT_OUT = tuple(inspect.signature(estimator).parameters[name].default
+                 for name in ("ensemble", "norms", "kernel"))
 
 
 # ---------------------------------------------------------------------------
@@ -204,7 +211,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
     if isinstance(kind, Estimator):  # validated by the caller (rfkernels mse builds it once)
-        if (ensemble, norms, kernel) != ("iid", "chi", "softmax") or any(
+        if (ensemble, norms, kernel) != LEFT_OUT or any(
                 v is not None for v in (A, gamma, derf[0], derf[1])):
             raise ValueError("kind is an Estimator: its ensemble, norms, A, B_query, B_key, kernel "
                              "and gamma are its own; leave them out")
@@ -293,15 +300,17 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     m : int
         Number of projections (features: m positive, 2m trig/hyperbolic).
     kind : str or rfkernels.estimators.Estimator
-        A registered kind ('trig', 'positive', 'hyperbolic', 'oprf', ...), or
-        an :class:`~rfkernels.estimators.Estimator` already validated (its
+        A registered kind (``rfkernels.estimators.names("kind")``), or an
+        :class:`~rfkernels.estimators.Estimator` already validated (its
         ensemble, norms and A are then its own: leave those keywords out).
-    ensemble : {'iid', 'orthogonal', 'orthogonal-unfixed-qr', 'simplex', 'sorf'}, default 'iid'
-        Projection ensemble; ``'orthogonal-unfixed-qr'`` and
-        ``'sorf'`` need ``method='literal'``; ``'orthogonal-unfixed-qr'``
-        and ``'sorf'`` have no theory (``mse_exact`` None).
-    norms : {'chi', 'fixed'}, default 'chi'
-        Row norms (chi(d): unbiased; sqrt(d): the regularised variant).
+    ensemble : str, default 'iid'
+        A registered projection ensemble (``rfkernels.estimators.names("ensemble")``);
+        one without a reduced sampler needs ``method='literal'``
+        (:attr:`rfkernels.estimators.Estimator.reduced` says why), one
+        without a closed form has no theory (``mse_exact`` None).
+    norms : str, default 'chi'
+        A registered norm law of the rows (``rfkernels.estimators.names("norms")``;
+        chi(d) norms are unbiased, fixed sqrt(d) ones the regularised variant).
     trials : int
         Number of independent estimates, >= 2 (integral floats such as
         ``1e6`` are accepted).
@@ -331,9 +340,9 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         OPRF's reduced sampler at :math:`(B_1x, B_2y)/\sqrt{1 - 4a}`; a
         dense A needs ``method='literal'``.
     population : tuple of array_like, optional
-        ``(queries, keys)`` where the data-fitted kinds ``'saderf'``,
-        ``'aderf'``, ``'sderf'`` are fitted; required for one pair (a fit on a
-        single pair is degenerate and refused).
+        ``(queries, keys)`` where a data-fitted kind
+        (:attr:`rfkernels.estimators.Kind.population`) is fitted; required
+        for one pair (a fit on a single pair is degenerate and refused).
     proposal : {'auto', 'plain', 'tilted'}, default 'auto'
         Law the trials are drawn from (see the module notes): the plain law,
         the tilted importance-sampling proposal with exact weights (reduced
@@ -360,7 +369,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         Unknown kind, ensemble, norms, backend or method (the message lists the
         valid ones); trials < 2; badly shaped, non-finite or non-real
         (complex: "Complex data not supported") x, y; the reduced method with
-        ``'orthogonal-unfixed-qr'`` or ``'sorf'``.
+        an ensemble that has no reduced sampler.
     TypeError
         Non-integer trials, m or chunk; bad seed; progress not callable.
     ImportError

@@ -150,10 +150,12 @@ def literal_chunks(s, first=0):
 
     if s.est.kind.pair_transform is not None:  # DERF: a query map and a key map
         estimates, log_estimates = _derf_literal(s, X, Y, xp)
-    # pairs sharing one OPRF parameter go through one feature_map call
-    groups = [(None, None)]
-    if s.kind == "oprf":
-        groups = [(a, xp.asarray(np.flatnonzero(np.array(s.a) == a))) for a in dict.fromkeys(s.a)]
+    # pairs sharing one value of the kind's parameter (OPRF's A per pair; None for a kind
+    # without one) go through one feature_map call
+    values = list(dict.fromkeys(s.a)) if s.est.kind.pair_transform is None else [None]
+    groups = [(values[0], None)]
+    if len(values) > 1:
+        groups = [(a, xp.asarray(np.flatnonzero(np.array(s.a) == a))) for a in values]
 
     def plain_estimates(w, b):
         if len(groups) == 1:

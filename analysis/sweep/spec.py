@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rfkernels import engine, theory
+from rfkernels import engine
 from rfkernels.backends import BACKENDS
 from rfkernels.estimators import estimator, registry
 from rfkernels.estimators.kernels import check_gamma
@@ -259,10 +259,11 @@ def _check_combinations(g, run):
                              "estimates, no heavy tail); use 'auto' or 'plain'")
     if run["theory_only"]:
         for ensemble in g["ensemble"]:
-            if ensemble not in theory.THEORY_ENSEMBLES:
+            if registry.entry("ensemble", ensemble).theory_reason is not None:
+                closed = [e.name for e in registry.entries("ensemble") if e.theory_reason is None]
                 raise SweepError(
                     f"grid.ensemble: {ensemble!r} has no closed form; a theory-only sweep "
-                    f"accepts {', '.join(map(repr, theory.THEORY_ENSEMBLES))}"
+                    f"accepts {', '.join(map(repr, closed))}"
                 )
     elif run["method"] == "reduced":
         for kind, ensemble in itertools.product(g["kind"], g["ensemble"]):
