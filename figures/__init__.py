@@ -45,7 +45,7 @@ FIGURES = {
     "mse_vs_angle": "mse_vs_angle",
     "orthogonality_gain": "orthogonality_gain",
     "feature_budget": "feature_budget",
-    "beyond": "beyond",
+    "beyond": "oprf_simplex_ratio",
     "estimator_choice": "estimator_choice",
     "gaussian": "gaussian",
     "real_data": "real_data",

@@ -1,4 +1,4 @@
-"""Beyond the paper: OPRF and simplex features against FAVOR+ (exact MSE ratio to positive iid).
+"""Figure ``beyond``: OPRF and simplex features against FAVOR+ (exact MSE ratio to positive iid).
 
 For x = y (so |u|^2 = |x + y|^2 = 4|x|^2 and the pair's Λ = exp(-|u|^2/4)),
 m = d, the exact MSE of positive orthogonal, OPRF iid and orthogonal (at the
