@@ -59,10 +59,14 @@ from .rng_numba import (
 from ..numerics.scalar import rebind, scalar, specialise
 from ..estimators import positive
 from .kernel_args import (  # noqa: F401  (re-exported: the kernels' argument conventions)
+    ENSEMBLE_CODES,
     HYPERBOLIC,
+    IID,
     KIND_CODES,
     OPRF,
+    ORTHOGONAL,
     POSITIVE,
+    SIMPLEX,
     TRIG,
     constants_args,
     kind_entry,
@@ -73,9 +77,6 @@ from .kernel_args import (  # noqa: F401  (re-exported: the kernels' argument co
 #: Consecutive trials per parallel work item.
 BATCH = 256
 
-#: Ensemble codes (``ensemble``; ``False``/``True`` still mean iid/orthogonal).
-IID, ORTHOGONAL, SIMPLEX = 0, 1, 2
-ENSEMBLE_CODES = {"iid": IID, "orthogonal": ORTHOGONAL, "simplex": SIMPLEX}
 #: Positions in ``tp``, the tilt's floats as the kernels take them (:func:`tilt_params`):
 #: the fields of :class:`rfkernels.engine.Tilt`, in this order.
 TP_ALPHA0, TP_SHIFT, TP_WSCALE, TP_C1, TP_C0, TP_E_PLUS, TP_E_MINUS, TP_C_MINUS, TP_N1 = range(9)
@@ -661,8 +662,8 @@ def kernel_for(ensemble, chi, kind, coupled=False):
     """
     global _selected
     entry = kind_entry(kind)
-    if int(ensemble) not in ENSEMBLE_CODES.values():
-        raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES.values())}; "
+    if int(ensemble) not in ENSEMBLE_CODES:
+        raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES)}; "
                          f"got {ensemble!r}")
     key = (int(ensemble), bool(chi), bool(coupled), kind_id(entry))
     if key not in _KERNELS:

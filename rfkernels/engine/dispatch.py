@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimators import estimator
+from ..estimators import estimator, registry
 from ..numerics.chi_quantile import quantile_table
 from ..validation import check_choice, check_int, nonnegative_scalar
-from .laws import estimates_of
+from .laws import estimates_of, reduced_law
 from .proposal import Tilt
 from .streams import MAX_PAIRS, MAX_TRIALS, PAIR_SHIFT, trial_counters
 
@@ -77,10 +77,13 @@ def engine_bytes(m, chunk, backend, ensemble="iid", d=1):
     """Estimated peak bytes :func:`estimate_chunks` allocates on the host for ``chunk`` trials.
 
     Vectorised path: :data:`VECTORISED_ARRAYS` arrays of ``w × chunk``
-    doubles, ``w = m`` (``max(m, d)`` for the simplex ensemble, which draws
-    all d coordinates of each block); Numba: per thread, seven length-m work
-    arrays, plus the chunk; the GPU kernel: device memory only (0 on the host).
+    doubles, ``w`` the reduced law's width (:attr:`rfkernels.engine.laws.ReducedLaw.width`:
+    m, or ``max(m, d)`` for the simplex ensemble, which draws all d coordinates of
+    each block); Numba: per thread, seven length-m work arrays, plus the chunk;
+    the GPU kernel: device memory only (0 on the host). ``ensemble`` is a
+    registered ensemble with a reduced law (ValueError with its reason otherwise).
     """
+    law = reduced_law(registry.entry("ensemble", ensemble))
     if backend == "numba":
         import numba
 
@@ -90,8 +93,7 @@ def engine_bytes(m, chunk, backend, ensemble="iid", d=1):
         return threads * 7 * 8 * (m + 1) + 8 * chunk
     if backend == "cupy":
         return 0
-    width = max(m, d) if ensemble == "simplex" else m
-    return VECTORISED_ARRAYS * 8 * width * chunk
+    return VECTORISED_ARRAYS * 8 * law.width(m, d) * chunk
 
 
 def check_reduced(kind, ensemble):
@@ -122,8 +124,8 @@ class Engine:
         self.est, self.backend = est, backend
         self.xp = engine_namespace(backend)
         self.uses_kernel = backend == "numba" or (backend == "cupy" and gpu_kernel_available())
-        # simplex draws d normals per block: the vectorised path holds d x chunk arrays too
-        self.width = max(est.m, est.d) if est.ensemble.name == "simplex" else est.m
+        # the vectorised law's widest arrays (simplex: d x chunk, all coordinates of a block)
+        self.width = reduced_law(est.ensemble).width(est.m, est.d)
         self.chunk = default_chunk(backend, self.width) if chunk is None else chunk
         self._kernel = None
         #: Antithetic norms: the chi-square quantile table of d the kernels read (None: independent).

@@ -1,5 +1,7 @@
-"""How the CPU and CUDA kernels of the reduced sampler name a kind and take its arguments.
+"""How the CPU and CUDA kernels of the reduced sampler name a kind or an ensemble and take their arguments.
 
+The ensemble codes are the registry entries' :attr:`rfkernels.estimators.Ensemble.code`
+(:mod:`rfkernels.engine.laws` keys its vectorised laws by them too).
 :func:`kind_entry` resolves a kind given as a registry entry, a name or a
 built-in code; :func:`kind_id` is the kernels' cache key (kinds that share
 their terms share a kernel); :func:`constants_args` and :func:`tilt_params`
@@ -11,8 +13,14 @@ from __future__ import annotations
 
 import hashlib
 
-from ..estimators import Kind, registry
+from ..estimators import Kind, ensembles, registry
 from ..numerics.scalar import source
+
+#: The kernels' ensemble codes (their argument ``ensemble``; ``False``/``True`` still mean
+#: iid/orthogonal): the codes of the registry entries whose laws they compute.
+IID, ORTHOGONAL, SIMPLEX = ensembles.IID.code, ensembles.ORTHOGONAL.code, ensembles.SIMPLEX.code
+#: Every ensemble code the kernels take.
+ENSEMBLE_CODES = (IID, ORTHOGONAL, SIMPLEX)
 
 #: Codes of the built-in kinds, accepted wherever ``kind`` is (as are a registered
 #: kind's name and its :class:`rfkernels.estimators.Kind`): the kernels take

@@ -10,7 +10,8 @@ estimate per trial counter, with the kind's terms
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from functools import partial
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from ..estimators import estimator, oprf, registry
 from ..numerics import chi_quantile
 from ..estimators.spec import check_sizes
 from ..validation import check_choice, check_int, complex_error, nonnegative_scalar
+from .kernel_args import IID, ORTHOGONAL, SIMPLEX
 from .proposal import Tilt, in_block, move_block, proposal_draws, tilt_weights
 from .streams import (
     STREAM_ANTITHETIC,
@@ -135,108 +137,167 @@ def _antithetic_squared_norms(key, counters, m, d, xp):
     return chi_quantile.squared_norms(signed, table, xp)
 
 
-def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=None, tilt=None):
-    r"""(p, |w|^2, moved, W): the scalar projections, the rows' squared lengths, the proposal's variates.
+def _iid_projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw, tilt):
+    """The iid law (code :data:`~rfkernels.engine.kernel_args.IID`): every row its own block."""
+    n = counters.shape[0]
+    t = counters[None, :]
+    slots = xp.arange(m, dtype=xp.uint64)[:, None]
+    g = _normals(key, counters, m, xp)
+    if norms.chi:
+        W = None
+        needs_w = draw is not None and tilt.c1 != 0.0
+        w2 = None
+        if draw is not None:  # iid rows are their own blocks: p_i = g_i, W_i its tail
+            cols, rows = in_block(draw, 0, m, xp)
+            g[rows, cols] += xp.where(draw.negative[cols], -tilt.shift, tilt.shift)
+        if squared_norms or needs_w:
+            if d == 1:
+                tail = xp.zeros((m, n))
+            else:
+                tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_OPRF_TAIL, xp=xp)
+            if draw is not None:
+                tail[rows, cols] *= tilt.wscale
+            w2 = g * g + tail
+            if needs_w:  # as the kernels compute it, from the squared lengths
+                W = w2 - g * g
+        return g, w2, (g if draw is not None else None), W
+    # fixed lengths sqrt(d): the direction coordinate of each row
+    if d == 1:
+        tail = xp.zeros((m, n))
+    else:
+        tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_TAIL, xp=xp)
+    c = g / xp.sqrt(g * g + tail)
+    if draw is not None:
+        for i in range(m):  # blocks of one row
+            move_block(c, None, draw, tilt, i, 1, 0.0, xp)
+    return math.sqrt(d) * c, float(d), (c if draw is not None else None), None
 
-    ``|w|^2`` is None unless ``squared_norms`` (or tilted with chi norms);
-    with fixed norms it is the float ``d``. ``draw`` is the proposal's
-    per-trial choice (:func:`proposal_draws`; None: the plain law), applied
-    as ``tilt`` (a :class:`Tilt`) says; then ``moved`` (m, n) is what
-    :func:`tilt_weights` takes (the projections for chi norms, the direction
-    coordinates for fixed norms) and ``W`` the rows' :math:`|\omega_i|^2 - p_i^2`
-    where the tilt needs them (else None); both None without ``draw``.
+
+def _orthogonal_directions(key, counters, m, d, norms, xp):
+    """``(c, q)``: orthogonal blocks' direction coordinates, and the squared lengths drawn with them.
+
+    ``q`` only for independent chi norms (one Philox block gives a length and
+    a coordinate, :data:`STREAM_LENGTH`); None for the other laws.
     """
     n = counters.shape[0]
-    slots = xp.arange(m, dtype=xp.uint64)[:, None]
-    t = counters[None, :]
-    sqrt_d = math.sqrt(d)
-    w2 = float(d) if norms == "fixed" else None
-    needs_w = draw is not None and tilt.c1 != 0.0
-
-    if ensemble == "iid":
+    q = None
+    if norms.independent_chi:
+        slots = xp.arange(m, dtype=xp.uint64)[:, None]
+        q, g = rng.chi_square_with_normal(key, counters[None, :], slots, float(d), stream=STREAM_LENGTH,
+                                          xp=xp)
+    else:  # fixed and coupled norms: the directions' normals alone
         g = _normals(key, counters, m, xp)
-        if norms == "chi":
-            W = None
-            if draw is not None:  # iid rows are their own blocks: p_i = g_i, W_i its tail
-                cols, rows = in_block(draw, 0, m, xp)
-                g[rows, cols] += xp.where(draw.negative[cols], -tilt.shift, tilt.shift)
-            if squared_norms or needs_w:
-                if d == 1:
-                    tail = xp.zeros((m, n))
-                else:
-                    tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_OPRF_TAIL, xp=xp)
-                if draw is not None:
-                    tail[rows, cols] *= tilt.wscale
-                w2 = g * g + tail
-                if needs_w:  # as the kernels compute it, from the squared lengths
-                    W = w2 - g * g
-            return g, w2, (g if draw is not None else None), W
-        if d == 1:
-            tail = xp.zeros((m, n))
-        else:
-            tail = rng.chi_square(key, t, slots, float(d - 1), stream=STREAM_TAIL, xp=xp)
-        c = g / xp.sqrt(g * g + tail)
-        if draw is not None:
-            for i in range(m):  # blocks of one row
-                move_block(c, None, draw, tilt, i, 1, 0.0, xp)
-        return sqrt_d * c, w2, (c if draw is not None else None), None
+    c = xp.empty((m, n), dtype=xp.float64)
+    for j, i0 in enumerate(range(0, m, d)):
+        b = min(d, m - i0)
+        gb = g[i0 : i0 + b]
+        total = fixed_order_sum(gb * gb, xp)
+        if b < d:
+            total = total + rng.chi_square(key, counters, j, float(d - b), stream=STREAM_TAIL, xp=xp)
+        c[i0 : i0 + b] = gb / xp.sqrt(total)
+    return c, q
 
-    if ensemble == "simplex":
-        gamma = -1.0 / (d - 1.0)
-        if norms == "fixed":
-            c = _simplex_directions(key, counters, m, d, xp)
-            if draw is not None:
-                for i0 in range(0, m, d):
-                    move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
-            return sqrt_d * c, w2, (c if draw is not None else None), None
-        if norms == "antithetic":
-            q = _antithetic_squared_norms(key, counters, m, d, xp)
-        else:
-            q = rng.chi_square(key, t, slots, float(d), stream=STREAM_SIMPLEX_LENGTH, xp=xp)
-        c = _simplex_directions(key, counters, m, d, xp)
-    else:
-        gamma = 0.0
-        if norms == "chi":
-            q, g = rng.chi_square_with_normal(key, t, slots, float(d), stream=STREAM_LENGTH, xp=xp)
-        else:  # fixed and antithetic norms: the directions' normals alone
-            g = _normals(key, counters, m, xp)
-            if norms == "antithetic":
-                q = _antithetic_squared_norms(key, counters, m, d, xp)
-        c = xp.empty((m, n), dtype=xp.float64)
-        for j, i0 in enumerate(range(0, m, d)):
-            b = min(d, m - i0)
-            gb = g[i0 : i0 + b]
-            total = fixed_order_sum(gb * gb, xp)
-            if b < d:
-                total = total + rng.chi_square(key, counters, j, float(d - b), stream=STREAM_TAIL, xp=xp)
-            c[i0 : i0 + b] = gb / xp.sqrt(total)
-        if norms == "fixed":
-            if draw is not None:
-                for i0 in range(0, m, d):
-                    move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
-            return sqrt_d * c, w2, (c if draw is not None else None), None
+
+def _simplex_law(key, counters, m, d, norms, xp):
+    """``(c, q)``: simplex blocks' direction coordinates and (independent chi norms; else None) squared lengths."""
+    q = None
+    if norms.independent_chi:
+        slots = xp.arange(m, dtype=xp.uint64)[:, None]
+        q = rng.chi_square(key, counters[None, :], slots, float(d), stream=STREAM_SIMPLEX_LENGTH, xp=xp)
+    return _simplex_directions(key, counters, m, d, xp), q
+
+
+def _blocked_projections(directions, key, counters, m, d, ensemble, norms, xp, squared_norms, draw, tilt):
+    """A blocked law: ``directions`` (:class:`ReducedLaw`) in blocks of d, then the norm law's lengths."""
+    c, q = directions(key, counters, m, d, norms, xp)
+    gamma = ensemble.cosine(d)  # the pair law's coupling of two rows of a block
+    if not norms.chi:  # fixed lengths sqrt(d)
+        if draw is not None:
+            for i0 in range(0, m, d):
+                move_block(c, None, draw, tilt, i0, min(d, m - i0), gamma, xp)
+        return math.sqrt(d) * c, float(d), (c if draw is not None else None), None
+    if norms.coupled:
+        q = _antithetic_squared_norms(key, counters, m, d, xp)
     if draw is not None:
         for i0 in range(0, m, d):
             move_block(c, q, draw, tilt, i0, min(d, m - i0), gamma, xp)
     p = xp.sqrt(q) * c
     if draw is None:
         return p, q, None, None
+    needs_w = tilt.c1 != 0.0
     return p, q, p, (q - p * p if needs_w else None)
 
 
+class ReducedLaw(NamedTuple):
+    """The vectorised reduced law of one ensemble code (the kernels' ``ensemble``).
+
+    Attributes
+    ----------
+    projections : callable
+        ``projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw, tilt)
+        -> (p, |w|^2, moved, W)`` (:func:`_projections`), for a registry
+        :class:`~rfkernels.estimators.Ensemble` and :class:`~rfkernels.estimators.NormLaw`.
+    width : callable
+        ``width(m, d)``: the rows of the largest arrays it holds per trial
+        (:func:`rfkernels.engine.engine_bytes`).
+    """
+
+    projections: Callable
+    width: Callable
+
+
+#: The vectorised laws by :attr:`rfkernels.estimators.Ensemble.code`, as the kernels'
+#: branches (:mod:`rfkernels.engine.cpu`). Simplex draws all d coordinates of every block.
+REDUCED_LAWS = {
+    IID: ReducedLaw(_iid_projections, lambda m, d: m),
+    ORTHOGONAL: ReducedLaw(partial(_blocked_projections, _orthogonal_directions), lambda m, d: m),
+    SIMPLEX: ReducedLaw(partial(_blocked_projections, _simplex_law), lambda m, d: max(m, d)),
+}
+
+
+def reduced_law(ensemble):
+    """The :class:`ReducedLaw` of a registry :class:`~rfkernels.estimators.Ensemble`; ValueError with its reason."""
+    law = REDUCED_LAWS.get(ensemble.code)
+    if law is None:
+        raise ValueError(ensemble.reduced_reason
+                         or f"method='reduced' has no sampler for ensemble={ensemble.name!r} "
+                            f"(its code {ensemble.code!r} has no reduced law); use method='literal'")
+    return law
+
+
+def _projections(key, counters, m, d, ensemble, norms, xp, squared_norms, draw=None, tilt=None):
+    r"""(p, |w|^2, moved, W): the scalar projections, the rows' squared lengths, the proposal's variates.
+
+    ``ensemble`` and ``norms`` are registry entries (:class:`~rfkernels.estimators.Ensemble`
+    with a reduced law, :class:`~rfkernels.estimators.NormLaw`: its flags ``chi`` and
+    ``coupled`` choose the lengths, as in the kernels). ``|w|^2`` is None unless
+    ``squared_norms`` (or tilted with chi norms); with fixed norms it is the float ``d``.
+    ``draw`` is the proposal's per-trial choice (:func:`proposal_draws`; None: the plain
+    law), applied as ``tilt`` (a :class:`Tilt`) says; then ``moved`` (m, n) is what
+    :func:`tilt_weights` takes (the projections for chi norms, the direction
+    coordinates for fixed norms) and ``W`` the rows' :math:`|\omega_i|^2 - p_i^2`
+    where the tilt needs them (else None); both None without ``draw``.
+    """
+    return reduced_law(ensemble).projections(key, counters, m, d, ensemble, norms, xp, squared_norms,
+                                             draw, tilt)
+
+
 def _check_counters(key, counters, m, d, ensemble, norms, xp):
+    """Validated ``(key, counters, m, d, xp, ensemble, norms)``, the last two registry entries."""
     check_choice(ensemble, "ensemble", REDUCED_ENSEMBLES)
-    refused = registry.entry("norms", norms).refusal(ensemble)
+    law = registry.entry("norms", norms)
+    refused = law.refusal(ensemble)
     if refused is not None:
         raise ValueError(refused)
-    m, d = check_sizes(registry.entry("ensemble", ensemble), m, d)
+    ensemble = registry.entry("ensemble", ensemble)
+    m, d = check_sizes(ensemble, m, d)
     if xp is None:
         xp = get_array_module(counters)
     key = _unsigned(key, "key", xp.uint32, xp)
     counters = _unsigned(counters, "counters", xp.uint64, xp)
     if counters.ndim != 1:
         raise ValueError(f"counters must be a 1-D array of trial counters; got shape {counters.shape}")
-    return key, counters, m, d, xp
+    return key, counters, m, d, xp, ensemble, law
 
 
 def scalar_projections(key, counters, m, d, *, ensemble="iid", norms="chi", xp=None):
@@ -249,9 +310,12 @@ def scalar_projections(key, counters, m, d, *, ensemble="iid", norms="chi", xp=N
     counters : array_like of uint64, shape (n,)
         Philox trial counters (:func:`trial_counters`).
     m, d : int
-        Number of projections and dimension (d >= 2 for simplex).
-    ensemble : {'iid', 'orthogonal', 'simplex'}
-    norms : {'chi', 'fixed'}
+        Number of projections and dimension (d >= the ensemble's ``min_d``).
+    ensemble : str
+        A registered ensemble with a reduced law (:data:`REDUCED_ENSEMBLES`).
+    norms : str
+        A registered norm law (:func:`rfkernels.estimators.names`\ ``('norms')``)
+        that applies to ``ensemble`` (:meth:`rfkernels.estimators.NormLaw.refusal`).
     xp : module, optional
         ``numpy`` or ``cupy``; taken from ``counters`` when None.
 
@@ -262,7 +326,7 @@ def scalar_projections(key, counters, m, d, *, ensemble="iid", norms="chi", xp=N
         :math:`\omega_i \cdot e` for any fixed unit vector e (see the module
         notes for the laws and the counter layout).
     """
-    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    key, counters, m, d, xp, ensemble, norms = _check_counters(key, counters, m, d, ensemble, norms, xp)
     return _projections(key, counters, m, d, ensemble, norms, xp, False)[0]
 
 
@@ -273,9 +337,9 @@ def squared_norms(key, counters, m, d, *, ensemble="iid", norms="chi", xp=None):
     :func:`scalar_projections` at the same counters they are distributed as
     :math:`(\omega_i \cdot e, |\omega_i|^2)` (kind ``'oprf'`` needs both).
     """
-    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    key, counters, m, d, xp, ensemble, norms = _check_counters(key, counters, m, d, ensemble, norms, xp)
     w2 = _projections(key, counters, m, d, ensemble, norms, xp, True)[1]
-    if norms == "fixed":
+    if not norms.chi:  # fixed lengths: the float d
         return xp.full((m, counters.shape[0]), w2)
     return w2
 
@@ -301,7 +365,8 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
     ----------
     key, counters, m, d, ensemble, norms, xp
         As in :func:`scalar_projections`.
-    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
+    kind : str
+        A registered kind (:data:`REDUCED_KINDS`).
     length : float
         ``a = Normalisation.length``: ``|x + y|`` or, for trig, ``|x - y|``.
     A : float, optional
@@ -333,7 +398,7 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
     est = estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d, A=A)
     a = nonnegative_scalar(length, "length")
     consts = est.kind.constants(est.kind.resolve(est.params, None), a, est.d)
-    key, counters, m, d, xp = _check_counters(key, counters, m, d, ensemble, norms, xp)
+    key, counters, m, d, xp, _, _ = _check_counters(key, counters, m, d, ensemble, norms, xp)
     if tilt is not None:
         if not isinstance(tilt, Tilt):
             raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
@@ -345,7 +410,7 @@ def estimates_of(est, key, counters, a, consts, xp, tilt=None):
     """:func:`normalised_estimates` of a validated estimator (with m, d), trusted arrays and constants."""
     m, d = est.m, est.d
     draws = None if tilt is None else proposal_draws(key, counters, m, tilt, xp)
-    p, w2, moved, W = _projections(key, counters, m, d, est.ensemble.name, est.norms.name, xp,
+    p, w2, moved, W = _projections(key, counters, m, d, est.ensemble, est.norms, xp,
                                    est.kind.needs_squared_norms, draws, tilt)
     w = None if tilt is None else tilt_weights(moved, tilt, W, xp)
     terms = est.kind.terms(p, w2, a, consts, xp)

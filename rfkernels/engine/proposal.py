@@ -141,10 +141,14 @@ def tilt_for(kind, ensemble, norms, length, d, *, A=None, alpha0=DEFENSIVE_WEIGH
 
     Parameters
     ----------
-    kind : {'positive', 'hyperbolic', 'oprf'}
-        'trig' is refused: its estimates are bounded.
-    ensemble : {'iid', 'orthogonal', 'simplex'}
-    norms : {'chi', 'fixed'}
+    kind : str
+        A registered kind whose terms can be tilted (:attr:`rfkernels.estimators.Kind.tilt_reason`
+        None; trig's bounded estimates are refused).
+    ensemble : str
+        A registered ensemble with a reduced law (:data:`rfkernels.engine.REDUCED_ENSEMBLES`).
+    norms : str
+        A registered norm law the tilt takes (its :attr:`rfkernels.estimators.NormLaw.tilt_reason`
+        is None; the weights are those of independent or fixed lengths).
     length : float
         ``a = |x + y|``.
     d : int
