@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial import chebyshev
 
-from .estimators import estimator
+from .estimators import estimator, registry
 from .estimators.kernels import check_gamma
 from .features import estimate, feature_map
 from .theory import Geometry, exact_log_mse, pairs_in_blocks
@@ -43,18 +43,30 @@ from .transformer import NotFittedError, RandomFeatures, check_samples, fit_seed
 from .validation import check_choice, check_int, check_int_array, check_memory
 
 __all__ = ["CRITERIA", "ExpectedMSE", "FEATURES", "FOURIER_ENSEMBLES", "MAX_COMPONENTS",
-           "RandomFourierFeatures", "squared_distances"]
+           "RandomFourierFeatures", "fourier_ensembles", "squared_distances"]
 
 #: The feature maps, with the rfkernels kind each one is.
 FEATURES = {"offset": "offset", "paired": "trig", "positive": "positive"}
-#: The frequency ensembles :class:`RandomFourierFeatures` offers (SORF has no exact theory).
-FOURIER_ENSEMBLES = ("iid", "orthogonal", "simplex", "sorf")
+
+
+def fourier_ensembles():
+    """The frequency ensembles :class:`RandomFourierFeatures` offers, in registration order.
+
+    Every registered ensemble but the reference codes' biased constructions
+    (:attr:`rfkernels.estimators.Ensemble.reference`).
+    """
+    return tuple(e.name for e in registry.entries("ensemble") if not e.reference)
+
+
+#: :func:`fourier_ensembles` of the built-in entries (SORF has no exact theory).
+FOURIER_ENSEMBLES = fourier_ensembles()
 #: Pairs per theory evaluation in :meth:`RandomFourierFeatures.expected_mse`: measured fastest
 #: per pair (about 0.2-0.4 us for iid and orthogonal at d = 64; 1.6e6 pairs in one call take
 #: 0.35-0.75 us each, the temporaries falling out of cache), and it bounds the temporaries
 #: (the theory holds up to 40 arrays of the chunk's size: 20 MiB).
 _CHUNK = 1 << 16
-#: Above this many entries the simplex MSE of kinds on x - y is interpolated in t (:func:`_interpolated`).
+#: Above this many entries the MSE of kinds on x - y is interpolated in t where it is a quadrature
+#: (:attr:`rfkernels.estimators.Ensemble.quadrature_theory`, simplex; :func:`_interpolated`).
 _INTERPOLATE_ABOVE = 4096
 #: Chebyshev degrees tried in turn, points checked against the exact value, and the tolerance
 #: (absolute, relative to the largest MSE on [0, max t]).
@@ -184,8 +196,8 @@ def _positive(value, name):
 
 
 def _error_at(v, c, d, ensemble, m):
-    """``v/m + P(m) c/m^2`` at an int array ``m`` (v, c: sums or entries, broadcast)."""
-    pairs = pairs_in_blocks(m, d, "iid" if ensemble == "iid" else "orthogonal")
+    """``v/m + P(m) c/m^2`` at an int array ``m`` (v, c: sums or entries, broadcast; ``ensemble`` a name)."""
+    pairs = pairs_in_blocks(m, d, ensemble)
     return v / m + pairs * c / (m * m.astype(np.float64))
 
 
@@ -225,8 +237,8 @@ def _first_m_quantile(v, c, d, ensemble, target, q):
 
 
 def _interpolates(est, size):
-    """Whether the MSE of ``size`` entries is interpolated in t (simplex frequencies, kinds on x - y)."""
-    return est.ensemble.name == "simplex" and not est.kind.on_sum and size > _INTERPOLATE_ABOVE
+    """Whether the MSE of ``size`` entries is interpolated in t (a quadrature theory, kinds on x - y)."""
+    return est.ensemble.quadrature_theory and not est.kind.on_sum and size > _INTERPOLATE_ABOVE
 
 
 def _direct(t, h, d, m, est):
@@ -356,7 +368,7 @@ def _error_terms(x, kind, ensemble, norms, gamma):
     check_memory(8 * 6 * n * n, f"the exact error on {n} rows ({n} x {n} entries)")
     v, t = _entries(x, None, 1, est)
     c = np.zeros_like(v)
-    if ensemble != "iid" and d > 1:
+    if est.ensemble.blocked and d > 1:  # rows that share a block: their covariance
         c = (d * _entries(x, None, d, est)[0] - v) / (d - 1.0)
     return v, c, t
 
@@ -389,12 +401,15 @@ class RandomFourierFeatures(RandomFeatures):
         :math:`x' = \sqrt{2\gamma}\, x` (kind ``"positive"``, FAVOR+ of the
         rescaled pair), non-negative, whose error depends on x and y and
         not only on x - y: large away from the origin.
-    ensemble : {"iid", "orthogonal", "simplex", "sorf"}, default "iid"
-        The frequencies' joint law (:func:`rfkernels.draw_projections`):
-        independent; blocks of d orthogonal directions (the last partial);
-        simplex blocks (d >= 2); structured SORF (no exact theory, so no
+    ensemble : str, default "iid"
+        The frequencies' joint law (:func:`rfkernels.draw_projections`): a
+        registered ensemble other than the reference codes' biased
+        constructions (:func:`fourier_ensembles`). The built-in ones:
+        ``"iid"``, independent; ``"orthogonal"``, blocks of d orthogonal
+        directions (the last partial); ``"simplex"``, simplex blocks
+        (d >= 2); ``"sorf"``, structured SORF (no exact theory, so no
         :meth:`expected_mse`). Row norms are chi(d) (the class attribute
-        ``norms``), so every ensemble but SORF is unbiased.
+        ``norms``), so every built-in ensemble but SORF is unbiased.
     random_state : None, int, numpy.random.Generator, SeedSequence or RandomState, default None
         Seed of :meth:`fit`: the frequencies are drawn first, then the
         offsets, from one Generator (:func:`rfkernels.validation.check_seed`),
@@ -484,7 +499,7 @@ class RandomFourierFeatures(RandomFeatures):
     def _checked_params(self):
         """``(kind, m, seed)`` for :meth:`RandomFeatures.fit` (which draws the offsets of kind offset)."""
         features = check_choice(self.features, "features", tuple(FEATURES))
-        check_choice(self.ensemble, "ensemble", FOURIER_ENSEMBLES)
+        check_choice(self.ensemble, "ensemble", fourier_ensembles())
         r = check_int(self.n_components, "n_components")
         if features == "paired" and r % 2:
             raise ValueError(f"n_components must be even for features='paired' (r = 2m: a "
