@@ -7,8 +7,8 @@ orthogonal) and the OPRF closed forms (iid, orthogonal). Random pairs with
 |x|, |y| uniform in [0, 1.5] and a uniform angle (|x ± y|² in [0, 9], the
 range of ``bench_theory.py``), m uniform in [1, 64]; and one stress line
 with |x ± y|² up to 1e3 at d = 2, where the quadrature needs ~700 nodes;
-and the positive 1F1 series at large arguments, Horner (``_beyond_theory``)
-against a ``logaddexp`` per term (``_hypergeometric``).
+and the positive 1F1 series at large arguments, Horner (``oprf_simplex``)
+against a ``logaddexp`` per term (``hypergeometric``).
 Usage (from the repository root, package installed)::
 
     python benchmarks/bench_beyond_theory.py
@@ -19,7 +19,7 @@ from functools import partial
 import numpy as np
 from _timing import best_of
 
-from rfkernels.numerics import beyond as bt
+from rfkernels.numerics import oprf_simplex as bt
 from rfkernels.numerics import hypergeometric as hg
 from rfkernels import theory
 
@@ -53,8 +53,8 @@ def main():
     t_horner = best_of(partial(bt._log_scaled_1f1, x, 3.0))
     t_logadd = best_of(partial(hg._log_scaled_1f1_2b_b, x, np.full(k, 3.0)), repeat=1)
     print(f"log(e^-2x 1F1(d; d/2; x)), d = 3, {k} points x uniform in [0, 1000]:")
-    _line("Horner in bins (_beyond_theory)", k, t_horner)
-    _line("logaddexp per term (_hypergeometric)", k, t_logadd)
+    _line("Horner in bins (oprf_simplex)", k, t_horner)
+    _line("logaddexp per term (hypergeometric)", k, t_logadd)
     # stress: large arguments, d = 2 (c = -1: the integrand varies like e^{-q W})
     k2 = 2_000
     q = np.geomspace(1e-8, 1e3, k2)

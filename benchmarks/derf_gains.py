@@ -27,7 +27,7 @@ import numpy as np
 
 from rfkernels import fit_derf, theory
 from rfkernels.numerics import derf as dt
-from rfkernels.numerics import beyond as bt
+from rfkernels.numerics import oprf_simplex as bt
 from rfkernels.numerics.derf_fit import mean_log_second_moment, mean_pair_square
 
 KINDS = ("favor+", "oprf", "saderf", "aderf", "sderf")
@@ -51,7 +51,8 @@ def score(x, y, kind, d):
         if ens == "orthogonal" and not p.isotropic:
             rel[ens] = None
             continue
-        rel[ens] = float(np.mean(np.exp(dt.derf_log_mse(X, Y, d, p, ens) - log_sm2)))
+        log_mse = dt.derf_log_mse(X, Y, d, p, orthogonal_blocks=ens == "orthogonal")
+        rel[ens] = float(np.mean(np.exp(log_mse - log_sm2)))
     return obj, rel
 
 

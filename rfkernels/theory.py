@@ -47,11 +47,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .numerics import beyond as _bt
+from .numerics import closed_form as _cf
+from .numerics import oprf_simplex as _oprf_simplex
 from .numerics.closed_form import finish as _finish
 from .numerics.closed_form import log_expm1 as _log_expm1
-from .numerics.closed_form import pairs_in_blocks
-from .estimators import estimator
+from .estimators import estimator, registry
 from .pairs import is_derf
 from .validation import (
     KINDS,
@@ -576,7 +576,7 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     | grep worst`` (and ``Haswell``).
 
     OPRF (every ensemble) and simplex (every kind) come from
-    :func:`rfkernels.numerics.beyond.log_mse_beyond` (through the kinds of :mod:`rfkernels.estimators`): the
+    :func:`rfkernels.numerics.oprf_simplex.log_mse` (through the kinds of :mod:`rfkernels.estimators`): the
     simplex pair term is a one-dimensional Gauss-Jacobi quadrature; against
     40-digit mpmath the worst ``|log got - log ref|`` is 5.3e-12 on
     ``|x ± y|^2`` in [1e-8, 1e3], d up to 1024 (``python3 -m pytest
@@ -656,7 +656,19 @@ def oprf_optimal_a(x, y):
 
 def oprf_optimal_a_from_geometry(geom):
     """:func:`oprf_optimal_a` for a :class:`Geometry` (``rho = s / d``)."""
-    return _bt.oprf_optimal_a_from_geometry(geom)
+    return _oprf_simplex.oprf_optimal_a_from_geometry(geom)
+
+
+def pairs_in_blocks(m, d, ensemble):
+    """``P = sum_j b_j (b_j - 1)``: ordered pairs of projections sharing a block.
+
+    ``ensemble`` is a registered ensemble's name
+    (``rfkernels.estimators.names('ensemble')``): where its rows come in
+    blocks of ``d`` (:attr:`rfkernels.estimators.registry.Ensemble.blocked`,
+    the last block partial), the pairs within them; otherwise rows share no
+    block (P = 0).
+    """
+    return _cf.pairs_in_blocks(m, d, blocked=registry.entry("ensemble", ensemble).blocked)
 
 
 def pair(d, norm_x, norm_y, angle):

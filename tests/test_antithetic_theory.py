@@ -98,7 +98,7 @@ def test_oprf_pair_term_against_mpmath(q, d, A):
 
 def test_antithetic_lowers_the_oprf_pair_term_at_its_optimum():
     # against independent chi norms, whose orthogonal pair term is A-free: 1F1(d; d/2; q/2)
-    from rfkernels.numerics import beyond as bt
+    from rfkernels.numerics import oprf_simplex as bt
 
     for d in (4, 16, 64):
         for q in (0.5, 8.0, 32.0):

@@ -8,8 +8,9 @@ here with NumPy), and the claims of MATH.md ("Beyond the paper").
 import numpy as np
 import pytest
 
-from rfkernels.numerics import beyond as bt
+from rfkernels.numerics import oprf_simplex as bt
 from rfkernels import theory
+from rfkernels.estimators import entry, hyperbolic, positive, trig
 from rfkernels.theory import Geometry
 
 mpmath = pytest.importorskip("mpmath")
@@ -17,6 +18,9 @@ mpmath = pytest.importorskip("mpmath")
 import _mpmath_beyond as ref
 
 KINDS = ("positive", "hyperbolic", "trig", "oprf")
+#: The numerics' view of the kinds (their terms' forms) and of simplex blocks (the rows' cosine).
+TERM_FORMS = {"positive": positive.TERM_FORM, "hyperbolic": hyperbolic.TERM_FORM, "trig": trig.TERM_FORM}
+SIMPLEX_COSINE = entry("ensemble", "simplex").cosine
 
 
 def _geom(d, q, half_sq=None):
@@ -148,7 +152,8 @@ def test_simplex_covariance_against_mpmath(kind):
     worst = 0.0
     for d in GRID_D:
         for q in GRID_Q:
-            la, sign = bt.log_simplex_covariance_from_geometry(_geom(d, q, half_sq=0.0), kind)
+            la, sign = bt.log_block_covariance_from_geometry(_geom(d, q, half_sq=0.0),
+                                                             TERM_FORMS[kind], SIMPLEX_COSINE)
             want = _table(kind, d, q)
             if kind == "trig":
                 got = float(sign) * np.exp(float(la))

@@ -195,9 +195,10 @@ def test_aderf_closed_form_identities():
     O = np.linalg.qr(np.random.default_rng(0).normal(size=(d, d)))[0]
     rot = _iso_params(f.params.a, O @ P, d)
     assert df.mean_log_moment_ratio(x, y, rot) == pytest.approx(f.objective, rel=1e-12)
-    for ens in derf.ENSEMBLES:
-        assert np.allclose(derf.derf_log_mse(x[:5], y[:5], d, rot, ensemble=ens),
-                           derf.derf_log_mse(x[:5], y[:5], d, f.params, ensemble=ens), rtol=1e-10)
+    for blocks in (False, True):
+        assert np.allclose(derf.derf_log_mse(x[:5], y[:5], d, rot, orthogonal_blocks=blocks),
+                           derf.derf_log_mse(x[:5], y[:5], d, f.params, orthogonal_blocks=blocks),
+                           rtol=1e-10)
 
 
 def test_sderf_closed_form_structure():
@@ -220,7 +221,7 @@ def test_saderf_is_oprf_on_the_rescaled_pairs():
     assert f.params.a == pytest.approx(oprf.fit(tx, ty)["A"], rel=1e-12)
     for ens in ("iid", "orthogonal"):
         ref = theory.exact_mse(tx[:6], ty[:6], 5, "oprf", ensemble=ens, A=f.params.a)
-        got = np.exp(derf.derf_log_mse(x[:6], y[:6], 5, f.params, ensemble=ens))
+        got = np.exp(derf.derf_log_mse(x[:6], y[:6], 5, f.params, orthogonal_blocks=ens == "orthogonal"))
         assert np.allclose(got, ref, rtol=1e-10)
 
 

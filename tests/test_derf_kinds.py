@@ -89,7 +89,7 @@ def test_capabilities_say_why():
 def test_exact_mse_is_the_numerics(ens):
     x, y = _population()
     got = theory.exact_mse(x, y, 8, "derf", A=0.05, B_query=B, ensemble=ens, log=True)
-    ref = derf_log_mse(x, y, 8, derf_params(0.05, B, d=D), ens)
+    ref = derf_log_mse(x, y, 8, derf_params(0.05, B, d=D), orthogonal_blocks=ens == "orthogonal")
     assert np.array_equal(got, ref)
 
 

@@ -150,7 +150,7 @@ def test_second_moment_and_iid_mse_against_mpmath(d, seed):
     rng = np.random.default_rng(1000 * d + seed)
     A, B1, x, y = _random_case(rng, d)
     p = derf.derf_params(A, B1, d=d)
-    assert p.reduces_to is None and not p.isotropic or d == 1
+    assert not p.is_oprf and not p.isotropic or d == 1
     log_m2, log_mean, xy = _mp_moments(x, y, p)
     got = derf.derf_log_second_moment(x, y, p)
     assert _rel(math.exp(got), mpmath.exp(log_m2)) < RTOL_MP
@@ -217,9 +217,9 @@ def test_reduces_to_favor_plus(d, ensemble):
     rng = np.random.default_rng(d)
     x, y = rng.normal(size=(6, d)) * 0.5, rng.normal(size=(6, d)) * 0.5
     for p in (derf.derf_params(0.0, np.eye(d), d=d), derf.derf_params(np.zeros((d, d)), 1.0, 1.0, d=d)):
-        assert p.reduces_to == "positive" and p.is_favor_plus and p.is_oprf
+        assert p.is_favor_plus and p.is_oprf
         for m in MS:
-            got = np.exp(derf.derf_log_mse(x, y, m, p, ensemble))
+            got = np.exp(derf.derf_log_mse(x, y, m, p, orthogonal_blocks=ensemble == "orthogonal"))
             ref = theory.exact_mse(x, y, m, "positive", ensemble=ensemble)
             np.testing.assert_allclose(got, ref, rtol=1e-10)
 
@@ -234,10 +234,10 @@ def test_reduces_to_oprf(d, ensemble, a):
     given = [derf.derf_params(a, b * np.eye(d), d=d),              # B_key derived
              derf.derf_params(a * np.eye(d), b, b * np.eye(d), d=d)]  # A as an array, both B given
     for p in given:
-        assert p.reduces_to == "oprf" and p.is_oprf and not p.is_favor_plus and p.a == a
+        assert p.is_oprf and not p.is_favor_plus and p.a == a
         np.testing.assert_array_equal(p.B2, b * np.eye(d))
         for m in MS:
-            got = np.exp(derf.derf_log_mse(x, y, m, p, ensemble))
+            got = np.exp(derf.derf_log_mse(x, y, m, p, orthogonal_blocks=ensemble == "orthogonal"))
             ref = theory.exact_mse(x, y, m, "oprf", ensemble=ensemble, A=a)
             np.testing.assert_allclose(got, ref, rtol=1e-10)
 
@@ -251,10 +251,10 @@ def test_saderf_form_is_oprf_on_the_transformed_pair(ensemble):
     psi = rng.uniform(0.5, 2.0, d)
     b = math.sqrt(1 - 4 * a)
     p = derf.derf_params(a, b * np.diag(psi), b * np.diag(1 / psi), d=d)
-    assert p.reduces_to is None and p.isotropic
+    assert not p.is_oprf and p.isotropic
     x, y = rng.normal(size=(4, d)) * 0.5, rng.normal(size=(4, d)) * 0.5
     for m in (1, 3, 5, 8, 11):
-        got = np.exp(derf.derf_log_mse(x, y, m, p, ensemble))
+        got = np.exp(derf.derf_log_mse(x, y, m, p, orthogonal_blocks=ensemble == "orthogonal"))
         ref = theory.exact_mse(x * psi, y / psi, m, "oprf", ensemble=ensemble, A=a)
         np.testing.assert_allclose(got, ref, rtol=1e-10)
 
@@ -305,7 +305,7 @@ def test_orthogonal_mse_against_mpmath_closed_form():
             q, r = divmod(m, d)
             pairs = q * d * (d - 1) + r * (r - 1)
             ref = (m * var + pairs * cov) / m**2
-            assert _rel(math.exp(derf.derf_log_mse(x, y, m, p, "orthogonal")), ref) < RTOL_MP
+            assert _rel(math.exp(derf.derf_log_mse(x, y, m, p, orthogonal_blocks=True)), ref) < RTOL_MP
 
 
 @pytest.mark.parametrize("d, m, trials, seed", [(4, 6, 100_000, 124), (3, 5, 60_000, 10)])
@@ -329,8 +329,8 @@ def test_orthogonal_mse_against_monte_carlo(d, m, trials, seed):
     sq = (est - math.exp(x @ y)) ** 2
     mc, se = sq.mean(), sq.std(ddof=1) / math.sqrt(trials)
     assert sq.max() / sq.sum() < 1e-2  # tame tail
-    exact = math.exp(derf.derf_log_mse(x, y, m, p, "orthogonal"))
-    iid = math.exp(derf.derf_log_mse(x, y, m, p, "iid"))
+    exact = math.exp(derf.derf_log_mse(x, y, m, p, orthogonal_blocks=True))
+    iid = math.exp(derf.derf_log_mse(x, y, m, p, orthogonal_blocks=False))
     assert abs(mc - exact) / se < 4
     assert abs(mc - iid) / se > 10
 
@@ -341,13 +341,15 @@ def test_orthogonal_gain_reduces_variance():
     p, x, y = _isotropic_case(rng, 5)
     xs, ys = rng.normal(size=(20, 5)) * 0.7, rng.normal(size=(20, 5)) * 0.7
     for m in (2, 5, 12):
-        orth, iid = derf.derf_log_mse(xs, ys, m, p, "orthogonal"), derf.derf_log_mse(xs, ys, m, p)
+        orth = derf.derf_log_mse(xs, ys, m, p, orthogonal_blocks=True)
+        iid = derf.derf_log_mse(xs, ys, m, p)
         assert np.all(orth <= iid) and np.any(orth < iid - 1e-3)
-    np.testing.assert_array_equal(derf.derf_log_mse(xs, ys, 1, p, "orthogonal"),
+    np.testing.assert_array_equal(derf.derf_log_mse(xs, ys, 1, p, orthogonal_blocks=True),
                                   derf.derf_log_mse(xs, ys, 1, p))
     p1 = derf.derf_params(-0.1, 0.7, d=1)
-    np.testing.assert_array_equal(derf.derf_log_mse(xs[:, :1], ys[:, :1], 4, p1, "orthogonal"),
-                                  derf.derf_log_mse(xs[:, :1], ys[:, :1], 4, p1))
+    np.testing.assert_array_equal(
+        derf.derf_log_mse(xs[:, :1], ys[:, :1], 4, p1, orthogonal_blocks=True),
+        derf.derf_log_mse(xs[:, :1], ys[:, :1], 4, p1))
 
 
 # ---------------------------------------------------------------------------
@@ -425,8 +427,10 @@ def test_bad_input_is_refused():
         derf.derf_log_second_moment(np.ones(3), np.ones((2, 4)), p)
     with pytest.raises(ValueError, match=r"m must be >= 1"):
         derf.derf_log_mse(np.ones(3), np.ones(3), 0, p)
-    with pytest.raises(ValueError, match=r"ensemble must be one of"):
-        derf.derf_log_mse(np.ones(3), np.ones(3), 1, p, ensemble="simplex")
+    with pytest.raises(TypeError, match=r"orthogonal_blocks must be True or False"):
+        derf.derf_log_mse(np.ones(3), np.ones(3), 1, p, orthogonal_blocks="orthogonal")
+    with pytest.raises(TypeError):  # keyword only: a positional ensemble name lands nowhere
+        derf.derf_log_mse(np.ones(3), np.ones(3), 1, p, "orthogonal")
 
 
 def test_tolerance_is_a_parameter():
@@ -445,7 +449,7 @@ def test_orthogonal_non_isotropic_is_monte_carlo_only():
     p = derf.derf_params(np.diag([0.01, -0.1, 0.0]), np.eye(d), d=d)
     assert not p.isotropic
     with pytest.raises(ValueError, match=r"non-isotropic A.*Monte Carlo only"):
-        derf.derf_log_mse(np.ones(d) * 0.1, np.ones(d) * 0.1, 3, p, ensemble="orthogonal")
+        derf.derf_log_mse(np.ones(d) * 0.1, np.ones(d) * 0.1, 3, p, orthogonal_blocks=True)
     with pytest.raises(ValueError, match=r"Monte Carlo only"):
         derf.derf_log_pair_covariance(np.ones(d), np.ones(d), p)
     derf.derf_log_mse(np.ones(d) * 0.1, np.ones(d) * 0.1, 3, p)  # iid is fine
@@ -466,13 +470,13 @@ def test_vectorised_over_leading_axes():
     x = rng.normal(size=(3, 1, d)) * 0.5
     y = rng.normal(size=(5, d)) * 0.5
     m = np.array([1, 4, 6, 9, 2])
-    for ens in ("iid", "orthogonal"):
-        out = derf.derf_log_mse(x, y, m, p, ens)
+    for blocks in (False, True):
+        out = derf.derf_log_mse(x, y, m, p, orthogonal_blocks=blocks)
         assert out.shape == (3, 5)
         for i in range(3):
             for j in range(5):
-                assert out[i, j] == pytest.approx(derf.derf_log_mse(x[i, 0], y[j], int(m[j]), p, ens),
-                                                  rel=1e-14)
+                one = derf.derf_log_mse(x[i, 0], y[j], int(m[j]), p, orthogonal_blocks=blocks)
+                assert out[i, j] == pytest.approx(one, rel=1e-14)
     assert derf.derf_log_second_moment(x, y, p).shape == (3, 5)
     assert np.ndim(derf.derf_log_mse(x[0, 0], y[0], 3, p)) == 0
 
@@ -482,12 +486,12 @@ def test_edges_zero_and_overflow():
     fav = derf.derf_params(0.0, np.eye(d), d=d)
     z = np.zeros(d)
     assert derf.derf_log_mse(z, z, 3, fav) == -np.inf  # exactly zero: A = 0 and v = 0
-    assert derf.derf_log_mse(z, z, 3, fav, "orthogonal") == -np.inf
+    assert derf.derf_log_mse(z, z, 3, fav, orthogonal_blocks=True) == -np.inf
     oprf = derf.derf_params(-0.1, math.sqrt(1.4), d=d)
-    assert np.isfinite(derf.derf_log_mse(z, z, 3, oprf, "orthogonal"))  # A != 0: V > 0
+    assert np.isfinite(derf.derf_log_mse(z, z, 3, oprf, orthogonal_blocks=True))  # A != 0: V > 0
     # large norms stay finite in log space (far beyond float64's exp range)
     big = np.full(d, 12.0)
-    assert np.isfinite(derf.derf_log_mse(big, big, 4, oprf, "orthogonal"))
+    assert np.isfinite(derf.derf_log_mse(big, big, 4, oprf, orthogonal_blocks=True))
     assert derf.derf_log_mse(big, big, 4, oprf) > 709
     with pytest.raises(FloatingPointError, match=r"not representable"):
         derf.derf_log_mse(np.full(d, 1e200), np.full(d, 1e200), 1, fav)
@@ -500,7 +504,7 @@ def test_overflowing_dot_product_and_a_near_one_eighth_are_refused():
     p = dm.derf_params(0.05, np.sqrt(0.8) * np.eye(1), d=1)
     x = np.array([1e200])
     for call in (lambda: dm.derf_log_mse(x, -x, 4, p),
-                 lambda: dm.derf_log_mse(x, -x, 4, p, ensemble="orthogonal"),
+                 lambda: dm.derf_log_mse(x, -x, 4, p, orthogonal_blocks=True),
                  lambda: dm.derf_log_second_moment(x, -x, p),
                  lambda: dm.derf_log_pair_covariance(x, -x, p)):
         with pytest.raises(FloatingPointError, match="x . y overflows"):

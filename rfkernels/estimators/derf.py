@@ -166,13 +166,19 @@ def features(x, w, params, role, xp, shift=0.0):
     return xp.exp(log_features(x, w, params, role, xp, shift)) / math.sqrt(w.shape[0])
 
 
+#: The ensembles of the DERF theory: independent rows, or orthogonal blocks (the pair term of
+#: rows at another cosine is no radial integral of this form).
+THEORY_ENSEMBLES = ("iid", "orthogonal")
+
+
 def log_mse(geom, m, est, vectors=None):
     x, y = vectors
-    return dt.derf_log_mse(x, y, m, params_of(est.params), est.ensemble.name)
+    return dt.derf_log_mse(x, y, m, params_of(est.params),
+                           orthogonal_blocks=pair_law.row_cosine(est.ensemble) is not None)
 
 
 def theory_reason(ensemble, norms):
-    if ensemble.name not in dt.ENSEMBLES:
+    if ensemble.name not in THEORY_ENSEMBLES:
         return (f"DERF features have an exact MSE for ensemble 'iid' and 'orthogonal' (chi "
                 f"norms) only; ensemble={ensemble.name!r}: Monte Carlo only")
     return pair_law.chi_only_reason(ensemble, norms, "DERF features")
@@ -194,7 +200,7 @@ def params_reason(params, ensemble, what):
 def dispatch(params):
     """``(kind, values)`` where these parameters are exactly FAVOR+'s or OPRF's, else None."""
     p = params.derf
-    if p is None or p.reduces_to is None:
+    if p is None or not p.is_oprf:
         return None
     if p.is_favor_plus:
         return "positive", {}

@@ -8,7 +8,7 @@ variance-minimising ``A*`` (:func:`rfkernels.theory.oprf_optimal_a`). The
 normalised term is
 :math:`\exp((B a p_i - a^2/2) + (2A|\omega_i|^2 + \tfrac d2 \log(1 - 4A)))`,
 :math:`B = \sqrt{1 - 4A}`, so it needs the rows' squared lengths too.
-Formulas: ``docs/beyond.rst`` and :mod:`rfkernels.numerics.beyond`.
+Formulas: ``docs/beyond.rst`` and :mod:`rfkernels.numerics.oprf_simplex`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numerics import antithetic_mse as am
-from ..numerics import beyond as bt
 from ..numerics import elementary as elem
+from ..numerics import oprf_simplex
 from ..numerics.derf_fit import mean_pair_square
 from ..numerics.elementary_numba import exp
 from ..numerics.scalar import scalar
+from ..numerics.term_form import TermForm
 from ..validation import check_finite
 from . import pair_law, registry
 
@@ -77,7 +78,7 @@ def resolve(params, geom):
     if params.auto:
         if geom is None:
             check_a(None, required=True)
-        return float(bt.oprf_optimal_a_from_geometry(geom))
+        return float(oprf_simplex.oprf_optimal_a_from_geometry(geom))
     return float(params.A)
 
 
@@ -121,13 +122,18 @@ def fit(x, y):
     rho = mean_pair_square(x, y) / x.shape[1]
     if not np.isfinite(rho):
         raise FloatingPointError("oprf_auto_a: the mean |x + y|^2 overflows float64; rescale the inputs")
-    return {"A": float(bt.oprf_optimal_a(rho))}
+    return {"A": float(oprf_simplex.oprf_optimal_a(rho))}
+
+
+#: The term, for the exact-MSE numerics: one exponential of w.(x + y) with A|w|^2.
+TERM_FORM = TermForm(on_sum=True, symmetric=False, quadratic=True)
 
 
 def log_mse(geom, m, est, vectors=None):
-    out = bt.log_mse_beyond(geom, m, "oprf", est.ensemble.name, est.params.A)
+    cosine = pair_law.row_cosine(est.ensemble)
+    out = oprf_simplex.log_mse(geom, m, TERM_FORM, cosine, est.params.A)
     if est.norms.coupled:  # the coupled pair term depends on A (MATH.md)
-        return am.log_mse_antithetic(geom, m, "oprf", est.ensemble.name, out, est.params.A)
+        return am.log_mse_antithetic(geom, m, TERM_FORM, cosine, out, est.params.A)
     return out
 
 

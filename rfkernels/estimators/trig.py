@@ -13,6 +13,7 @@ import numpy as np
 
 from ..numerics import closed_form as cf
 from ..numerics.scalar import scalar
+from ..numerics.term_form import TermForm
 from . import pair_law, registry
 
 
@@ -35,12 +36,15 @@ def lemma2(geom, m):
                 - np.log(2.0 * m))
 
 
+#: The term, for the exact-MSE numerics: cos(w.(x - y)).
+TERM_FORM = TermForm(on_sum=False, symmetric=True)
+
 KIND = registry.register("kind", registry.Kind(
     name="trig", seed_index=0,
     summary="trigonometric random features (cos/sin, 2m outputs)",
     features_per_projection=2, on_sum=False, paper=True, nonnegative=False,
     terms=terms, scalar_terms=scalar_terms,
-    log_mse=pair_law.paper_log_mse("trig"), theory_reason=pair_law.paper_theory_reason,
+    log_mse=pair_law.paper_log_mse(TERM_FORM), theory_reason=pair_law.paper_theory_reason,
     lemma2=lemma2,
     tilt_reason=("proposal='tilted' is for positive, hyperbolic and oprf features: trig estimates "
                  "are bounded (|cos| <= 1), their squared errors have every moment, and there is "

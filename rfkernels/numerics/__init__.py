@@ -9,6 +9,11 @@
 - :mod:`~rfkernels.numerics.closed_form`: the closed forms of the paper's
   kinds, log domain, unchecked (the public, validated entry is
   :mod:`rfkernels.theory`);
-- :mod:`~rfkernels.numerics.beyond`: the exact MSE beyond the paper
-  (simplex, OPRF, norm laws), unchecked.
+- :mod:`~rfkernels.numerics.oprf_simplex`: the exact MSE of OPRF features
+  and of simplex blocks (rows at a fixed cosine, by quadrature), unchecked;
+- :mod:`~rfkernels.numerics.antithetic_mse`: the change antithetic norms
+  make to it;
+- :mod:`~rfkernels.numerics.term_form`: the one thing these know of a kind,
+  the shape of its term (:class:`~rfkernels.numerics.term_form.TermForm`;
+  with the ensemble's row cosine, what the kinds pass in: no name).
 """

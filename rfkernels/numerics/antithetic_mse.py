@@ -11,14 +11,14 @@ Rows are coupled in pairs (1, 2), (3, 4), ... of each block (MATH.md,
 
 with :math:`C` the covariance of two rows of a block with independent chi
 norms (orthogonal: :math:`\Lambda^2 D`, :mod:`rfkernels.numerics.hypergeometric`;
-simplex: :func:`rfkernels.numerics.beyond.log_simplex_covariance_from_geometry`)
+simplex: :func:`rfkernels.numerics.oprf_simplex.log_block_covariance_from_geometry`)
 and :math:`C_{anti}` that of a coupled pair
 (:mod:`rfkernels.numerics.antithetic`). The difference
 :math:`\Delta = C_{anti} - C` (over the prefactor) is formed from the two
 cancellation-free differences to the independent rows' :math:`e^{\pm q}`
 for :math:`q \le 8` (trig: every q), and beyond from the two pair terms' logs
 (positive and hyperbolic features, whose terms grow like :math:`e^q`; the
-independent one directly, :func:`rfkernels.numerics.beyond.log_independent_pair_term`,
+independent one directly, :func:`rfkernels.numerics.oprf_simplex.log_independent_pair_term`,
 not as :math:`e^q` plus a covariance that cancels it). OPRF (orthogonal
 only): its coupled pair term :func:`rfkernels.numerics.antithetic.oprf_log_pair_term`
 depends on A (at q = 0 too: :math:`(1-4A)^d E[e^{2AS}] \ne 1` for A != 0),
@@ -27,6 +27,10 @@ logs, its absolute error is bounded by :math:`10^{-14}\max(1, |\log P|)`
 times the pair term P; where that bound exceeds 1e-9 of the MSE (OPRF at
 :math:`|x + y|^2` below about 1e-5, where both logs agree to float64's
 resolution) the theory raises rather than return a rounded value.
+
+As the other numerics, these take the term's
+:class:`~rfkernels.numerics.term_form.TermForm` and the rows' cosine
+``cosine(d)`` (the ensemble's), never a name.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import antithetic as at
-from . import beyond as bt
 from . import hypergeometric as hg
+from . import oprf_simplex as ob
 
 #: Below this q the differences to e^{+-q} are summed directly (see the module notes).
 _Q_DIRECT = 8.0
@@ -53,54 +57,45 @@ def coupled_pairs(m, d):
     return (full * (2 * (d // 2)) + 2 * (rest // 2)).astype(np.float64)
 
 
-def _log_independent_pair(q, d, kind, ensemble, geom_point):
+def _log_independent_pair(q, d, form, cosine, gamma, geom_point):
     """``(log|D|, sign D)`` of the independent-norm pair term minus e^{+-q}, one d (flat arrays)."""
-    if ensemble == "simplex":
-        log_c, sign = bt.log_simplex_covariance_from_geometry(geom_point, kind)
-        _, _, pref2 = _arrays(geom_point, kind)
+    if gamma != 0.0:
+        log_c, sign = ob.log_block_covariance_from_geometry(geom_point, form, cosine)
+        _, _, pref2 = form.arrays(geom_point)
         return np.asarray(log_c - pref2), np.asarray(sign, dtype=np.float64)
-    if kind == "trig":
+    if not form.on_sum:
         val = hg.chi_diff_neg(q / 2.0, d)
         with np.errstate(divide="ignore"):
             return np.log(np.abs(val)), np.sign(val)
     return hg.log_neg_chi_diff(q / 2.0, d), -np.ones(q.shape)
 
 
-def _arrays(geom, kind):
-    d, half_sq, s, t = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in geom))
-    if kind == "trig":
-        return d, t, 2.0 * half_sq
-    return d, s, -2.0 * half_sq
-
-
-def _delta(q, d, kind, ensemble, A, geom_point):
+def _delta(q, d, form, cosine, A, geom_point):
     """``(log|Delta|, sign Delta, log of Delta's error bound)``: coupled minus independent pair term, one d."""
-    gamma = bt.simplex_cosine(np.float64(d)) if ensemble == "simplex" else 0.0
-    gamma = float(gamma)
-    symmetric = kind in ("hyperbolic", "trig")
+    gamma = float(cosine(np.float64(d)))  # the rows' cosine (0: orthogonal)
+    symmetric = form.symmetric
     out_log, out_sign = np.full(q.shape, -np.inf), np.zeros(q.shape)
     out_err = np.full(q.shape, -np.inf)
-    sign = -1 if kind == "trig" else 1
-    # trig terms are bounded: their differences are summed directly at every q
-    direct = ((q <= _Q_DIRECT) | (kind == "trig")) & (kind != "oprf")
+    sign = 1 if form.on_sum else -1
+    # cosine terms (on x - y) are bounded: their differences are summed directly at every q
+    direct = ((q <= _Q_DIRECT) | (not form.on_sum)) & (not form.quadratic)
     if np.any(direct):
         qd = q[direct]
-        log_ind, sign_ind = _log_independent_pair(qd, d, kind, ensemble,
+        log_ind, sign_ind = _log_independent_pair(qd, d, form, cosine, gamma,
                                                   type(geom_point)(*(a[direct] for a in geom_point)))
         anti = at.pair_difference(qd, d, sign, gamma, symmetric)
         delta = anti - sign_ind * np.exp(log_ind)
         with np.errstate(divide="ignore"):
             out_log[direct], out_sign[direct] = np.log(np.abs(delta)), np.sign(delta)
     # OPRF at every q (its A-dependent term at q = 0 too), the growing terms beyond _Q_DIRECT
-    rest = ~direct & ((q > 0) | (kind == "oprf"))
+    rest = ~direct & ((q > 0) | form.quadratic)
     if np.any(rest):
         qr = q[rest]
-        if kind == "oprf":
+        if form.quadratic:
             lpa = np.array([at.oprf_log_pair_term(qi, d, ai) for qi, ai in zip(qr, A[rest])])
         else:
             lpa = at.log_pair_term(qr, d, gamma, symmetric)
-        lpi = bt.log_independent_pair_term(qr, d, "hyperbolic" if kind == "hyperbolic" else "positive",
-                                           ensemble)
+        lpi = ob.log_independent_pair_term(qr, d, symmetric, cosine)
         gap = lpa - lpi
         with np.errstate(divide="ignore"):
             out_log[rest] = lpi + np.log(np.abs(np.expm1(gap)))
@@ -110,7 +105,7 @@ def _delta(q, d, kind, ensemble, A, geom_point):
     return out_log, out_sign, out_err
 
 
-def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
+def log_mse_antithetic(geom, m, form, cosine, log_mse_chi, A=None):
     r"""log of the exact MSE with antithetic norms, from the independent-chi-norm one.
 
     Nothing is checked here (the registry's kinds call it with what the
@@ -120,14 +115,17 @@ def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
     ----------
     geom : rfkernels.theory.Geometry
     m : ndarray of int
-    kind : {'positive', 'hyperbolic', 'trig', 'oprf'}
-    ensemble : {'orthogonal', 'simplex'}
-        ``'simplex'`` for the paper's kinds only.
+    form : rfkernels.numerics.term_form.TermForm
+        The term (``quadratic``, OPRF's, with orthogonal rows only).
+    cosine : callable
+        ``cosine(d)``, the cosine of two rows of a block (the ensemble's:
+        0 orthogonal, ``-1/(d-1)`` simplex); rows come in blocks of d.
     log_mse_chi : ndarray
         The log MSE of the same estimator with independent chi(d) norms
         (broadcast shape of the batch and m).
     A : None or ndarray
-        OPRF's parameter per point (None: A* of each pair); unused otherwise.
+        The parameter of a ``quadratic`` term per point (None: A* of each
+        pair); unused otherwise.
 
     Raises
     ------
@@ -136,13 +134,13 @@ def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
     FloatingPointError
         The coupled pairs cancel the MSE beyond float64's resolution.
     """
-    d, q, pref2 = _arrays(geom, kind)
+    d, q, pref2 = form.arrays(geom)
     if np.any(q > at.Q_MAX):
-        what = "|x - y|^2" if kind == "trig" else "|x + y|^2"
+        what = "|x + y|^2" if form.on_sum else "|x - y|^2"
         raise ValueError(f"norms='antithetic': the exact MSE needs {what} <= {at.Q_MAX:g} (the "
                          f"quadrature's range); got {float(np.max(q)):.6g}")
-    if kind == "oprf":  # A may broadcast against the batch (the chi-norm MSE does)
-        A = bt.oprf_optimal_a_from_geometry(geom) if A is None else np.asarray(A, dtype=np.float64)
+    if form.quadratic:  # A may broadcast against the batch (the chi-norm MSE does)
+        A = ob.oprf_optimal_a_from_geometry(geom) if A is None else np.asarray(A, dtype=np.float64)
         shape = np.broadcast_shapes(q.shape, A.shape)
         A = np.broadcast_to(A, shape).ravel()
         d, q, pref2 = (np.broadcast_to(a, shape) for a in (d, q, pref2))
@@ -153,7 +151,7 @@ def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
     for dim in np.unique(df):
         idx = np.nonzero(df == dim)[0]
         sub = type(geom)(*(f[idx] for f in fields))
-        log_delta[idx], sign[idx], log_err[idx] = _delta(qf[idx], int(dim), kind, ensemble,
+        log_delta[idx], sign[idx], log_err[idx] = _delta(qf[idx], int(dim), form, cosine,
                                                          None if A is None else A[idx], sub)
     log_delta, sign, log_err = (a.reshape(shape) for a in (log_delta, sign, log_err))
     pairs = coupled_pairs(m, d.astype(np.int64))
@@ -168,7 +166,7 @@ def log_mse_antithetic(geom, m, kind, ensemble, log_mse_chi, A=None):
     if np.any(unresolved):
         where = float(np.broadcast_to(q, unresolved.shape)[unresolved].min())
         raise FloatingPointError(
-            f"exact MSE ({kind}, antithetic norms): the coupled pairs' change is formed from two "
+            f"exact MSE (antithetic norms): the coupled pairs' change is formed from two "
             f"logs that agree beyond float64's resolution at |x + y|^2 = {where:.3g} (error above "
             f"{_TOLERANCE:g} of the MSE): no exact value there, use Monte Carlo")
     if np.any(rel <= -1.0):

@@ -2,8 +2,10 @@ r"""The closed-form numerics of the paper's estimators, in log space (no validat
 
 :mod:`rfkernels.theory` validates its arguments once, into an
 :class:`rfkernels.estimators.Estimator`, and the registry's kinds call these
-functions with arrays they trust. Formulas: :mod:`rfkernels.theory`'s notes
-and ``docs/theory.rst``.
+functions with arrays they trust, their term's
+:class:`~rfkernels.numerics.term_form.TermForm` and their ensemble's blocks
+(never a name). Formulas: :mod:`rfkernels.theory`'s notes and
+``docs/theory.rst``.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ from . import hypergeometric as hg
 _LN2 = np.log(2.0)
 
 
-def pairs_in_blocks(m, d, ensemble):
+def pairs_in_blocks(m, d, *, blocked):
     """``P = sum_j b_j (b_j - 1)``: ordered pairs of projections sharing a block.
 
-    Orthogonal projections come in blocks of ``d`` rows (the last one
-    partial); iid projections share no block (P = 0).
+    ``blocked``: the projections come in blocks of ``d`` rows (the last one
+    partial); otherwise they share no block (P = 0).
     """
     m = np.asarray(m, dtype=np.int64)
     d = np.asarray(d, dtype=np.int64)
-    if ensemble == "iid":
+    if not blocked:
         return np.zeros(np.broadcast_shapes(m.shape, d.shape))
     q, r = np.divmod(m, d)
     return (q * d * (d - 1) + r * (r - 1)).astype(np.float64)
@@ -67,13 +69,32 @@ def log_neg_expm1_neg(a):
         return np.log(-np.expm1(-np.asarray(a, dtype=np.float64)))
 
 
-def log_mse_chi(geom, m, kind, pairs):
-    """log MSE for chi norms (unbiased): log(V/m) + log1p((P/m) C/V)."""
+def orthogonal_rows(cosine, d):
+    """True where the closed forms' pair law holds: independent rows or orthogonal blocks.
+
+    ``cosine`` is None (independent rows) or ``cosine(d)``, the cosine of
+    two rows of a block (:attr:`rfkernels.estimators.registry.Ensemble.cosine`);
+    True where it is 0 at every ``d`` (another cosine needs the quadrature of
+    :mod:`rfkernels.numerics.oprf_simplex`).
+    """
+    return cosine is None or bool(np.all(np.asarray(cosine(d)) == 0.0))
+
+
+def _closed_form(form):
+    """Refuse a term with ``A|w|^2`` (its MSE is :func:`rfkernels.numerics.oprf_simplex.log_mse`)."""
+    if form.quadratic:
+        raise ValueError("the closed forms serve terms without A|w|^2 (quadratic=False); the "
+                         "exact MSE of those is rfkernels.numerics.oprf_simplex.log_mse")
+
+
+def log_mse_chi(geom, m, form, pairs):
+    """log MSE for chi norms (unbiased): log(V/m) + log1p((P/m) C/V); ``form`` a TermForm."""
+    _closed_form(form)
     s, t, d = geom.s, geom.t, geom.d
     two_log_lam = -2.0 * geom.half_sq
-    if kind in ("positive", "hyperbolic"):
+    if form.on_sum:
         s_safe = np.where(s > 0, s, 1.0)
-        if kind == "positive":
+        if not form.symmetric:
             log_v_over = s + log_expm1(s_safe)
         else:
             log_v_over = 2.0 * log_expm1(s_safe) - _LN2
@@ -97,10 +118,11 @@ def log_mse_chi(geom, m, kind, pairs):
     return np.where(zero, -np.inf, out)
 
 
-def log_mse_fixed(geom, m, kind, pairs):
-    """log MSE for fixed norms: bias² + (V + (P/m) C)/m, over the prefactor Λ^{±2}."""
+def log_mse_fixed(geom, m, form, pairs):
+    """log MSE for fixed norms: bias² + (V + (P/m) C)/m, over the prefactor Λ^{±2}; ``form`` a TermForm."""
+    _closed_form(form)
     d = geom.d
-    q = geom.s if kind != "trig" else -geom.t
+    q = geom.s if form.on_sum else -geom.t
     y = d * q / 4.0
     ratio = pairs / m
     gap = ((d - 1.0) * m - pairs) / m  # exact: integers below 2**53
@@ -111,12 +133,12 @@ def log_mse_fixed(geom, m, kind, pairs):
     b = d / 2.0
     ay = np.abs(y)
     # The series serve y >= 0 (same-sign terms) and negative y whose absolute
-    # series stays below e^6; beyond, the trig moments come from quadrature,
+    # series stays below e^6; beyond, the cosine term's moments come from quadrature,
     # whose absolute accuracy suffices because the variance is then O(1).
     series = (y >= 0) | (np.minimum(4.0 * ay / b, 4.0 * np.sqrt(ay)) <= 6.0)
     if np.any(series):
         (lb, _), (lw, sw) = hg.fixed_pieces_series(
-            y[series], d[series], ratio[series], gap[series], kind
+            y[series], d[series], ratio[series], gap[series], symmetric=form.symmetric
         )
         log_bias[series] = lb
         log_w[series] = np.where(sw > 0, lw, -np.inf)  # a variance: rounding below 0 is 0
@@ -129,5 +151,5 @@ def log_mse_fixed(geom, m, kind, pairs):
         with np.errstate(divide="ignore"):
             log_bias[quad] = np.log(np.abs(bias))
             log_w[quad] = np.where(w > 0, np.log(np.abs(w)), -np.inf)
-    two_log_pref = -2.0 * geom.half_sq if kind != "trig" else 2.0 * geom.half_sq
+    two_log_pref = -2.0 * geom.half_sq if form.on_sum else 2.0 * geom.half_sq
     return np.logaddexp(2.0 * log_bias, log_w - np.log(m)) + two_log_pref

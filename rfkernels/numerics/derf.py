@@ -114,7 +114,7 @@ from scipy import linalg
 
 from . import closed_form as cf
 from . import hypergeometric as hg
-from ..validation import check_choice, check_finite, check_int, check_int_array, check_vectors
+from ..validation import check_bool, check_finite, check_int, check_int_array, check_vectors
 
 #: Default relative tolerance of the unbiasedness identity (spectral norm of the residual).
 IDENTITY_TOL = 1e-10
@@ -125,7 +125,6 @@ _SINGULAR_RTOL = 1e-13
 #: The least ``1 - 8 lambda_max`` of a non-isotropic A: its eigenvalues carry a rounding of
 #: about eps |A| from the rotation, which ``1/(1 - 8 lambda)`` amplifies (a float A is exact).
 _GAP_MIN = 1e-8
-ENSEMBLES = ("iid", "orthogonal")
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,10 +148,10 @@ class DERFParams:
         The scalar a where A is exactly ``a * I`` (isotropic), else None.
     identity_residual : float
         :math:`\|B_1^\top (I-4A)^{-1} B_2 - I\|_2` as computed in float64.
-    reduces_to : {'positive', 'oprf', None}
-        ``'positive'`` where exactly A = 0 and B1 = B2 = I (FAVOR+);
-        ``'oprf'`` where exactly A = aI and B1 = B2 = sqrt(1 - 4a) I
-        (``math.sqrt(1.0 - 4.0 * a)``); the existing kinds' paths serve those.
+    is_oprf : bool
+        Exactly OPRF's features with A = a: A = aI and B1 = B2 = sqrt(1 - 4a) I
+        (``math.sqrt(1.0 - 4.0 * a)``), FAVOR+ (a = 0, B1 = B2 = I,
+        :attr:`is_favor_plus`) included; the existing kinds' paths serve those.
     """
 
     A: np.ndarray
@@ -165,7 +164,7 @@ class DERFParams:
     eigenvectors: np.ndarray
     a: float | None
     identity_residual: float
-    reduces_to: str | None
+    is_oprf: bool
 
     @property
     def d(self):
@@ -179,13 +178,8 @@ class DERFParams:
 
     @property
     def is_favor_plus(self):
-        """Exactly FAVOR+'s positive features (A = 0, B1 = B2 = I)."""
-        return self.reduces_to == "positive"
-
-    @property
-    def is_oprf(self):
-        """Exactly OPRF with ``A = a`` (FAVOR+ included, a = 0)."""
-        return self.reduces_to in ("positive", "oprf")
+        """Exactly FAVOR+'s positive features (A = 0, B1 = B2 = I): OPRF's at a = 0."""
+        return self.is_oprf and self.a == 0.0
 
 
 def _frozen(arr):
@@ -258,16 +252,13 @@ def _derive_key(B1, m4, a):
     return linalg.solve(B1, m4).T
 
 
-def _reduces_to(A, B1, B2, a):
-    d = A.shape[0]
-    eye = np.eye(d)
-    if a == 0.0 and np.all(B1 == eye) and np.all(B2 == eye):
-        return "positive"
-    if a is not None:
-        b = math.sqrt(1.0 - 4.0 * a)
-        if np.all(B1 == b * eye) and np.all(B2 == b * eye):
-            return "oprf"
-    return None
+def _is_oprf(A, B1, B2, a):
+    """Exactly A = aI and B1 = B2 = sqrt(1 - 4a) I (at a = 0: B1 = B2 = I, FAVOR+)."""
+    if a is None:
+        return False
+    eye = np.eye(A.shape[0])
+    b = math.sqrt(1.0 - 4.0 * a)
+    return bool(np.all(B1 == b * eye) and np.all(B2 == b * eye))
 
 
 def derf_params(A, B_query, B_key=None, *, d, tol=IDENTITY_TOL):
@@ -298,8 +289,8 @@ def derf_params(A, B_query, B_key=None, *, d, tol=IDENTITY_TOL):
     Returns
     -------
     DERFParams
-        Frozen; ``reduces_to`` says whether the parameters are exactly
-        FAVOR+ or OPRF.
+        Frozen; ``is_oprf`` and ``is_favor_plus`` say whether the
+        parameters are exactly OPRF's or FAVOR+'s.
 
     Raises
     ------
@@ -351,7 +342,7 @@ def derf_params(A, B_query, B_key=None, *, d, tol=IDENTITY_TOL):
         C1=_frozen(0.5 * (C1 + C1.T)), C2=_frozen(0.5 * (C2 + C2.T)),
         log_D=0.25 * float(np.sum(np.log1p(-4.0 * lam))),
         eigenvalues=_frozen(lam), eigenvectors=_frozen(Q), a=a,
-        identity_residual=residual, reduces_to=_reduces_to(A, B1, B2, a))
+        identity_residual=residual, is_oprf=_is_oprf(A, B1, B2, a))
 
 
 def _pair_arrays(x, y, params):
@@ -542,13 +533,13 @@ def _sigma(x, y, params):
 
 def _require_isotropic(params):
     if not params.isotropic:
-        raise ValueError("ensemble='orthogonal' with a non-isotropic A has no exact theory "
+        raise ValueError("orthogonal blocks with a non-isotropic A have no exact theory "
                          "(the tilt exp(w^T A w) depends on each row's direction, so the pair "
                          "term is no radial integral): Monte Carlo only")
 
 
 @_quiet
-def derf_log_mse(x, y, m, params, ensemble="iid"):
+def derf_log_mse(x, y, m, params, *, orthogonal_blocks=False):
     r"""Log of the exact MSE of the m-feature DERF estimate of :math:`SM(x, y) = e^{x\cdot y}`.
 
     Parameters
@@ -560,10 +551,11 @@ def derf_log_mse(x, y, m, params, ensemble="iid"):
     params : DERFParams
         From :func:`derf_params` (unbiased to its ``tol``; the bias that
         a residual of the identity would leave is not included).
-    ensemble : {'iid', 'orthogonal'}
-        ``'orthogonal'``: Haar-orthogonal blocks of d rows with
-        independent chi(d) norms, stacked, the last block partial (as
-        :func:`rfkernels.draw_projections`); isotropic A only.
+    orthogonal_blocks : bool
+        True: Haar-orthogonal blocks of d rows with independent chi(d)
+        norms, stacked, the last block partial (as
+        :func:`rfkernels.draw_projections`), isotropic A only; False
+        (default): independent Gaussian rows (keyword only).
 
     Returns
     -------
@@ -574,7 +566,7 @@ def derf_log_mse(x, y, m, params, ensemble="iid"):
     Raises
     ------
     ValueError
-        Bad arguments, or ``'orthogonal'`` with a non-isotropic A (Monte
+        Bad arguments, or ``orthogonal_blocks`` with a non-isotropic A (Monte
         Carlo only).
     FloatingPointError
         Orthogonal: :math:`1 + (P/m)\,\mathrm{Cov}/V` rounded to <= 0
@@ -603,8 +595,8 @@ def derf_log_mse(x, y, m, params, ensemble="iid"):
     .. [2] K. Choromanski et al., "Rethinking Attention with Performers",
        ICLR 2021.
     """
-    check_choice(ensemble, "ensemble", ENSEMBLES)
-    if ensemble == "orthogonal":
+    orthogonal_blocks = check_bool(orthogonal_blocks, "orthogonal_blocks")
+    if orthogonal_blocks:
         _require_isotropic(params)
     x, y = _pair_arrays(x, y, params)
     m = check_int_array(m, "m")
@@ -612,9 +604,9 @@ def derf_log_mse(x, y, m, params, ensemble="iid"):
     log_sm2 = 2.0 * _dot(x, y, "derf_log_mse")
     with np.errstate(divide="ignore"):
         log_ex = np.where(g > 0, cf.log_expm1(np.where(g > 0, g, 1.0)), -np.inf)
-    pairs = cf.pairs_in_blocks(m, params.d, ensemble)
+    pairs = cf.pairs_in_blocks(m, params.d, blocked=orthogonal_blocks)
     rel = np.zeros(np.broadcast_shapes(np.shape(g), pairs.shape))
-    if ensemble == "orthogonal":
+    if orthogonal_blocks:
         sigma = _sigma(x, y, params)
         live = sigma > 0  # sigma = 0: Cov = 0 (and V = 0 where also a = 0)
         with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
@@ -623,7 +615,7 @@ def derf_log_mse(x, y, m, params, ensemble="iid"):
         rel = pairs / m * ratio
         if np.any(rel <= -1.0):
             raise FloatingPointError(
-                f"derf_log_mse (orthogonal): 1 + (P/m) Cov/V rounded to <= 0 at "
+                f"derf_log_mse (orthogonal blocks): 1 + (P/m) Cov/V rounded to <= 0 at "
                 f"{int(np.count_nonzero(rel <= -1.0))} point(s); the block covariance cancels "
                 "the variance beyond float64's resolution")
     with np.errstate(divide="ignore"):

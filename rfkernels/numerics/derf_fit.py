@@ -43,7 +43,7 @@ and :math:`W = 1/((1-8a)(1-4a))`, so
 
 (the cross term :math:`\operatorname{tr}(P\mu_1\mu_2^\top P^{-1}) = \mu_1\cdot\mu_2`
 is invariant). F does not involve a, so P minimises F and then a is OPRF's
-:math:`A^*(\rho)` [2]_ (:func:`~rfkernels.numerics.beyond.oprf_optimal_a`) at
+:math:`A^*(\rho)` [2]_ (:func:`~rfkernels.numerics.oprf_simplex.oprf_optimal_a`) at
 :math:`\rho = (F_{\min} + 2\mu_1\cdot\mu_2)/d` -- OPRF's own
 :math:`\rho = \overline{|x+y|^2}/d` is the case P = I.
 
@@ -128,7 +128,7 @@ import numpy as np
 from scipy import linalg
 
 from . import derf
-from .beyond import oprf_optimal_a
+from .oprf_simplex import oprf_optimal_a
 from ..validation import check_choice, check_matrix, check_same_d
 
 #: The fitted kinds (FAVOR+ and OPRF included, for comparisons).

@@ -243,7 +243,7 @@ def _kummer_scaled_terms(y, d):
 
 
 
-def fixed_pieces_series(y, d, ratio, gap, kind):
+def fixed_pieces_series(y, d, ratio, gap, *, symmetric):
     """Series for the fixed-norm MSE at argument y (y >= 0, or small |y|).
 
     Returns ``((log|B|, sign B), (log|W|, sign W))`` where
@@ -251,9 +251,9 @@ def fixed_pieces_series(y, d, ratio, gap, kind):
     - ``B = F(y) - e^{y/b}`` is the bias of one term over its prefactor, and
     - ``W = V + r C`` the variance of the mean times m over the squared
       prefactor, with ``V`` the variance of one term (``F(4y) - F(y)^2`` for
-      positive features, ``(1 + F(4y))/2 - F(y)^2`` for hyperbolic and trig
-      ones), ``C = F(2y) - F(y)^2`` the covariance of two orthogonal rows and
-      ``r = P/m`` (``ratio``).
+      one exponential, ``(1 + F(4y))/2 - F(y)^2`` for a term even in w,
+      ``symmetric``: a cosh pair or a cosine), ``C = F(2y) - F(y)^2`` the
+      covariance of two orthogonal rows and ``r = P/m`` (``ratio``).
 
     ``gap = (d - 1) - r``, computed exactly by the caller from integers.
 
@@ -262,8 +262,8 @@ def fixed_pieces_series(y, d, ratio, gap, kind):
     ``2^k (1 + E_k) a_k``), each is one series:
     ``B = sum_k (y/b)^k/k! expm1(-sum_{j<k} log1p(j/b))`` and
     ``W = sum_k a_k 2^k kappa_k`` with
-    ``kappa_k = (2^k - 1) - (1 + r) E_k`` (positive) or
-    ``kappa_k = (2^{k-1} - 1) - (1 + r) E_k`` (hyperbolic, trig). For the
+    ``kappa_k = (2^k - 1) - (1 + r) E_k`` (one exponential) or
+    ``kappa_k = (2^{k-1} - 1) - (1 + r) E_k`` (``symmetric``). For the
     latter, ``kappa_2 = gap/d`` and ``kappa_3 = 3 gap/d`` exactly: with one
     full block of fixed-norm rows, ``sum_i (w_i . u)^2 = d |u|^2`` is
     deterministic and the variance starts at order ``|u|^8``, so these two
@@ -309,11 +309,11 @@ def fixed_pieces_series(y, d, ratio, gap, kind):
                 log_b = np.logaddexp(log_b, lt)
                 if alternating:
                     lin_b = lin_b - sign_k * np.exp(lt)
-            # kappa_k / 2^p with p = k (positive) or k - 1 (hyperbolic, trig)
-            p = k if kind == "positive" else k - 1
-            if kind != "positive" and k == 1:
+            # kappa_k / 2^p with p = k (one exponential) or k - 1 (symmetric: cosh, cos)
+            p = k - 1 if symmetric else k
+            if symmetric and k == 1:
                 continue
-            if kind != "positive" and k in (2, 3):
+            if symmetric and k in (2, 3):
                 kappa = (gap / d) * (1.0 if k == 2 else 3.0) / 2.0**p
             elif k < 60:  # (2^p - 1) - (1 + r) E_k: at most a digit of cancellation
                 kappa = ((2.0**p - 1.0) - (1.0 + ratio) * np.expm1(l_k)) / 2.0**p

@@ -1,9 +1,12 @@
-r"""Exact MSE beyond the Performer paper: optimal positive (OPRF) and simplex features.
+r"""Exact MSE of optimal positive (OPRF) features and of simplex blocks (rows at a fixed cosine).
 
-Private numerics for :mod:`rfkernels.theory` (issue 11). Everything is
-vectorised over the invariants of a :class:`rfkernels.theory.Geometry`
-(``d``, ``half_sq = (|x|^2 + |y|^2)/2``, ``s = |x + y|^2``, ``t = |x - y|^2``)
-and works in log space, so nothing overflows at ``s = 1e3`` (nor far beyond).
+Numerics for :mod:`rfkernels.theory` (issue 11), below the registry: a kind
+module passes its term's :class:`~rfkernels.numerics.term_form.TermForm`
+and its ensemble's row cosine (``cosine(d)``, None for independent rows),
+never a name. Everything is vectorised over the invariants of a
+:class:`rfkernels.theory.Geometry` (``d``, ``half_sq = (|x|^2 + |y|^2)/2``,
+``s = |x + y|^2``, ``t = |x - y|^2``) and works in log space, so nothing
+overflows at ``s = 1e3`` (nor far beyond).
 
 Notation as in :mod:`rfkernels.theory`: :math:`\Lambda = e^{-\mathrm{half\_sq}}`,
 :math:`SM = \Lambda e^{s/2}`, :math:`D(x) = {}_1F_1(d; d/2; x) - e^{2x}`. ``m``
@@ -49,7 +52,10 @@ the meaning it has in the unbiased construction.
 Simplex (Reid et al. 2023)
 --------------------------
 Two rows ``w_i = R_i e_i`` of one block have ``e_1.e_2 = c = -1/(d-1)``,
-a Haar-random common rotation and independent chi(d) radii. In polar form
+a Haar-random common rotation and independent chi(d) radii. Nothing below
+uses more of ``c`` than its value, so the quadrature serves any cosine of
+a block's rows (``c = 0``, orthogonal rows, has the closed form
+``1F1(d; d/2; q/2)`` instead). In polar form
 ``R_1 = rho cos(phi)``, ``R_2 = rho sin(phi)``: ``rho^2 ~ chi^2(2d)`` is
 independent of ``W = sin(2 phi) = sqrt(B)`` with ``B ~ Beta(d/2, 1/2)``,
 i.e. ``W`` has density ``2 W^{d-1} (1 - W^2)^{-1/2} / B(d/2, 1/2)`` on
@@ -208,14 +214,8 @@ def _log_2sinh2(a):
 
 
 # ---------------------------------------------------------------------------
-# Simplex: quadrature over W = sqrt(B), B ~ Beta(d/2, 1/2)
+# Rows at a cosine c (simplex: -1/(d-1)): quadrature over W = sqrt(B), B ~ Beta(d/2, 1/2)
 # ---------------------------------------------------------------------------
-
-
-def simplex_cosine(d):
-    """Pairwise cosine ``-1/(d-1)`` of the regular-simplex directions in R^d (d >= 2)."""
-    d = np.asarray(d, dtype=np.float64)
-    return -1.0 / (d - 1.0)
 
 
 _RULE_CACHE: dict = {}
@@ -268,12 +268,13 @@ def _n_nodes(rate):
     n = int(np.ceil(24.0 + 0.5 * rate + 6.0 * np.sqrt(rate)))
     if n > MAX_NODES:
         raise OverflowError(
-            f"the simplex quadrature would need {n} nodes: |x ± y|^2 / (d - 1) = {rate:.4g} is "
+            f"the simplex quadrature would need {n} nodes: |x ± y|^2 |c| = {rate:.4g} (c the rows' "
+            f"cosine, -1/(d - 1) for simplex blocks) is "
             f"beyond the range of the exact simplex theory (at most about 3300)")
     return 8 * ((n + 7) // 8)  # few distinct rules: the cache stays small
 
 
-def _groups(q, d):
+def _groups(q, d, cosine):
     """Yield ``(dim, index array)`` chunks: one dimension, similar q, bounded size."""
     for dim in np.unique(d):
         idx = np.flatnonzero(d == dim)
@@ -282,7 +283,7 @@ def _groups(q, d):
         while start < idx.size:
             # at most _CHUNK_ELEMENTS (points x nodes), n from the largest q of this d
             stop = idx.size
-            n = _n_nodes(q[idx[stop - 1]] / (dim - 1.0))
+            n = _n_nodes(q[idx[stop - 1]] * abs(cosine(float(dim))))
             per = max(1, _CHUNK_ELEMENTS // n)
             if stop - start > per:
                 stop = start + per
@@ -389,9 +390,8 @@ def _quiet(fn):
 
 
 @_quiet
-def _simplex_cov_positive(q, dim):
-    """``log(-C/Lambda^2)`` for positive (and OPRF) features, q = s > 0 (flat arrays)."""
-    c = -1.0 / (dim - 1.0)
+def _block_cov_exp(q, dim, c):
+    """``log(-C/Lambda^2)`` for one exponential (positive, OPRF), q = s > 0 (flat arrays), cosine c < 0."""
     w, log_w = _jacobi_rule_01(_n_nodes(np.max(q) * abs(c)), dim)
     qq = q[:, None]
     tw = qq * (1.0 + c * w) / 2.0
@@ -402,9 +402,8 @@ def _simplex_cov_positive(q, dim):
 
 
 @_quiet
-def _simplex_cov_hyperbolic(q, dim):
-    """``(log|C/Lambda^2|, sign C)`` for hyperbolic features, q = s > 0."""
-    c = -1.0 / (dim - 1.0)
+def _block_cov_cosh(q, dim, c):
+    """``(log|C/Lambda^2|, sign C)`` for a cosh pair (hyperbolic), q = s > 0, cosine c."""
     w, log_w = _jacobi_rule_01(_n_nodes(np.max(q) * abs(c)), dim)
     qq = q[:, None]
     t_plus = qq * (1.0 + c * w) / 2.0
@@ -431,9 +430,8 @@ def _simplex_cov_hyperbolic(q, dim):
 
 
 @_quiet
-def _simplex_cov_trig(q, dim):
-    """``C Lambda^2`` (linear, absolute accuracy ~1e-15) for trig features, q = t > 0."""
-    c = -1.0 / (dim - 1.0)
+def _block_cov_cos(q, dim, c):
+    """``C Lambda^2`` (linear, absolute accuracy ~1e-15) for a cosine (trig), q = t > 0, cosine c."""
     w, log_w = _jacobi_rule_01(_n_nodes(np.max(q) * abs(c)), dim)
     qq = q[:, None]
     d_plus = hg.chi_diff_neg(qq * (1.0 + c * w) / 2.0, dim)
@@ -444,91 +442,86 @@ def _simplex_cov_trig(q, dim):
     return part_d + part_s
 
 
-def _simplex_cov_ratio(q, d, kind, log_v_over):
-    """``C / V`` at each point (flat arrays), V over its prefactor given as a log."""
+def _block_cov_ratio(q, d, form, cosine, log_v_over):
+    """``C / V`` at each point (flat arrays), V over its prefactor given as a log; rows at ``cosine(d)``."""
     ratio = np.zeros(q.shape)
     live = q > 0
-    if kind in ("hyperbolic", "trig"):
+    if form.symmetric:
         tiny = live & (q < _TINY)
-        cc = simplex_cosine(d[tiny])
+        cc = cosine(d[tiny])
         ratio[tiny] = (cc**2 * d[tiny] - 1.0) / (d[tiny] + 2.0)
         live &= ~tiny
-    for dim, idx in _groups(np.where(live, q, 0.0), d):
+    for dim, idx in _groups(np.where(live, q, 0.0), d, cosine):
         idx = idx[live[idx]]
         if idx.size == 0:
             continue
-        qi = q[idx]
-        if kind in ("positive", "oprf"):
-            ratio[idx] = -np.exp(_simplex_cov_positive(qi, dim) - log_v_over[idx])
-        elif kind == "hyperbolic":
-            log_abs, sign = _simplex_cov_hyperbolic(qi, dim)
+        qi, c = q[idx], cosine(dim)
+        if not form.symmetric:
+            ratio[idx] = -np.exp(_block_cov_exp(qi, dim, c) - log_v_over[idx])
+        elif form.on_sum:
+            log_abs, sign = _block_cov_cosh(qi, dim, c)
             ratio[idx] = sign * np.exp(log_abs - log_v_over[idx])
         else:
-            ratio[idx] = _simplex_cov_trig(qi, dim) * np.exp(-log_v_over[idx])
+            ratio[idx] = _block_cov_cos(qi, dim, c) * np.exp(-log_v_over[idx])
     return ratio
 
 
-def log_independent_pair_term(q, d, kind, ensemble):
+def log_independent_pair_term(q, d, symmetric, cosine):
     r"""log of the pair term of two rows of a block with independent chi(d) norms (over :math:`\Lambda^2`).
 
-    Positive (and OPRF, whose pair term does not depend on A) and hyperbolic
-    features at ``q`` = :math:`|x + y|^2 > 0` (flat array), one integer ``d``:
-    :math:`\log {}_1F_1(d; d/2; q/2)` for orthogonal rows;
-    :math:`\log E_W\,{}_1F_1(d; d/2; q(1 \pm cW)/2)` for simplex rows (the
-    sum for positive features, the mean over both signs for hyperbolic
-    ones; module notes). Computed directly, not as :math:`e^q` plus the
+    Terms on :math:`w\cdot(x + y)` at ``q`` = :math:`|x + y|^2 > 0` (flat
+    array), one integer ``d``, rows at the cosine ``c = cosine(d)``:
+    :math:`\log {}_1F_1(d; d/2; q/2)` for orthogonal rows (c = 0);
+    :math:`\log E_W\,{}_1F_1(d; d/2; q(1 \pm cW)/2)` otherwise (the
+    sum for one exponential, positive and OPRF features, whose pair term
+    does not depend on A; the mean over both signs where ``symmetric``, a
+    cosh pair; module notes). Computed directly, not as :math:`e^q` plus the
     covariance, so it keeps its accuracy where the covariance cancels
     :math:`e^q` (large q).
     """
     q = np.asarray(q, dtype=np.float64)
-    if ensemble == "orthogonal":
+    c = cosine(d)
+    if c == 0.0:
         return q + _log_scaled_1f1(q / 2.0, d)
-    c = -1.0 / (d - 1.0)
     w, log_w = _jacobi_rule_01(_n_nodes(np.max(q) * abs(c)), d)
     qq = q[:, None]
     tp = qq * (1.0 + c * w) / 2.0
     terms = 2.0 * tp + _log_scaled_1f1(tp, d)
-    if kind == "hyperbolic":
+    if symmetric:
         tm = qq * (1.0 - c * w) / 2.0
         terms = np.logaddexp(terms, 2.0 * tm + _log_scaled_1f1(tm, d)) - _LN2
     return _logsumexp_rows(log_w + terms)
 
 
-def log_simplex_covariance_from_geometry(geom, kind):
-    r"""``(log|C|, sign C)``: covariance of two terms of one simplex block.
+def log_block_covariance_from_geometry(geom, form, cosine):
+    r"""``(log|C|, sign C)``: covariance of two terms of one block whose rows are at a cosine.
 
-    ``kind`` in ``('positive', 'hyperbolic', 'trig', 'oprf')`` (OPRF's is the
-    positive one, for every A). See the module notes for the formulas.
-    Requires ``d >= 2``. ``(-inf, 0)`` where ``C = 0`` (``q = 0``).
+    ``form`` the term's :class:`~rfkernels.numerics.term_form.TermForm`
+    (one exponential's is the positive one for every A of ``quadratic``);
+    ``cosine(d)`` the cosine of the block's rows, below 0 (simplex blocks:
+    ``-1/(d-1)``, ``d >= 2``), by quadrature. See the module notes for the
+    formulas. ``(-inf, 0)`` where ``C = 0`` (``q = 0``).
     """
-    d, q, pref2 = _kind_arrays(geom, kind)
+    d, q, pref2 = form.arrays(geom)
     shape = q.shape
     qf, df = q.ravel(), d.ravel()
     log_abs = np.full(qf.shape, -np.inf)
     sign = np.zeros(qf.shape)
-    for dim, idx in _groups(np.where(qf > 0, qf, 0.0), df):
+    for dim, idx in _groups(np.where(qf > 0, qf, 0.0), df, cosine):
         idx = idx[qf[idx] > 0]
         if idx.size == 0:
             continue
-        qi = qf[idx]
-        if kind in ("positive", "oprf"):
-            log_abs[idx], sign[idx] = _simplex_cov_positive(qi, dim), -1.0
-        elif kind == "hyperbolic":
-            log_abs[idx], sign[idx] = _simplex_cov_hyperbolic(qi, dim)
+        qi, c = qf[idx], cosine(dim)
+        if not form.symmetric:
+            log_abs[idx], sign[idx] = _block_cov_exp(qi, dim, c), -1.0
+        elif form.on_sum:
+            log_abs[idx], sign[idx] = _block_cov_cosh(qi, dim, c)
         else:
-            val = _simplex_cov_trig(qi, dim)
+            val = _block_cov_cos(qi, dim, c)
             with np.errstate(divide="ignore"):
                 log_abs[idx], sign[idx] = np.log(np.abs(val)), np.sign(val)
     log_abs = log_abs.reshape(shape) + pref2.reshape(shape)
     return log_abs[()], sign.reshape(shape)[()]
-
-
-def _kind_arrays(geom, kind):
-    """``(d, q, log prefactor^2)`` broadcast to the batch shape."""
-    d, half_sq, s, t = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in geom))
-    if kind == "trig":
-        return d, t, 2.0 * half_sq
-    return d, s, -2.0 * half_sq
 
 
 # ---------------------------------------------------------------------------
@@ -536,24 +529,24 @@ def _kind_arrays(geom, kind):
 # ---------------------------------------------------------------------------
 
 
-def _log_v_over(kind, q, g=None):
-    """log of V over its prefactor (``Lambda^2`` or ``Lambda^-2``), q > 0 where used."""
+def _log_v_over(form, q, g=None):
+    """log of V over its prefactor (``Lambda^2`` or ``Lambda^-2``), q > 0 where used; ``g`` of A|w|^2."""
     qs = np.where(q > 0, q, 1.0)
-    if kind == "positive":
-        out = qs + _log_expm1(qs)
-    elif kind == "oprf":
+    if form.quadratic:
         out = q + _log_expm1(g)
-    elif kind == "hyperbolic":
+    elif not form.symmetric:
+        out = qs + _log_expm1(qs)
+    elif form.on_sum:
         out = 2.0 * _log_expm1(qs) - _LN2
     else:
         out = 2.0 * _log_neg_expm1_neg(qs) - _LN2
-    if kind != "oprf":
+    if not form.quadratic:
         out = np.where(q > 0, out, -np.inf)
     return out
 
 
-def log_mse_beyond(geom, m, kind, ensemble, A):
-    r"""log of the exact MSE of OPRF features (iid, orthogonal, simplex) and of simplex ensembles.
+def log_mse(geom, m, form, cosine, A):
+    r"""log of the exact MSE with chi(d) norms: OPRF features (any rows), and any term on simplex blocks.
 
     Nothing is checked here: :func:`rfkernels.theory.exact_mse_from_geometry`
     validates (into an :class:`rfkernels.estimators.Estimator`) and the
@@ -564,16 +557,21 @@ def log_mse_beyond(geom, m, kind, ensemble, A):
     geom : rfkernels.theory.Geometry
         Invariants of the pair(s).
     m : ndarray of int
-        Projections (>= 1, broadcast with the batch); ``orthogonal`` and
-        ``simplex`` come in blocks of ``d`` rows, the last one partial (a
-        partial simplex block: its first vertices).
-    kind : {'trig', 'positive', 'hyperbolic', 'oprf'}
-    ensemble : {'iid', 'orthogonal', 'simplex'}
-        ``kind='oprf'`` with every ensemble, ``ensemble='simplex'`` with every
-        kind (chi norms, d >= 2).
+        Projections (>= 1, broadcast with the batch); rows in blocks come in
+        blocks of ``d``, the last one partial (a partial simplex block: its
+        first vertices).
+    form : rfkernels.numerics.term_form.TermForm
+        The term: ``quadratic`` (OPRF, the parameter ``A``) with any rows;
+        otherwise rows at a non-zero cosine (simplex blocks; the closed forms
+        of :mod:`rfkernels.numerics.closed_form` serve independent and
+        orthogonal rows).
+    cosine : callable or None
+        ``cosine(d)``, the cosine of two rows of a block (the ensemble's
+        :attr:`~rfkernels.estimators.registry.Ensemble.cosine`: 0 orthogonal,
+        ``-1/(d-1)`` simplex, d >= 2); None: independent rows (no blocks).
     A : None, float or ndarray
-        OPRF parameter (< 1/8), broadcast against the batch; ``None`` means
-        the optimal ``A*`` of each pair.
+        The parameter of ``quadratic`` terms (< 1/8), broadcast against the
+        batch; ``None`` means the optimal ``A*`` of each pair. Unused otherwise.
 
     Returns
     -------
@@ -582,8 +580,10 @@ def log_mse_beyond(geom, m, kind, ensemble, A):
 
     Raises
     ------
+    ValueError
+        Orthogonal rows with a term on ``x - y`` (the closed forms serve it).
     OverflowError
-        ``|x ± y|^2 / (d - 1)`` beyond about 3300 (simplex quadrature).
+        ``|x ± y|^2 |c|`` beyond about 3300 (the quadrature).
     FloatingPointError
         ``1 + (P/m) C/V`` rounded to <= 0.
 
@@ -591,7 +591,7 @@ def log_mse_beyond(geom, m, kind, ensemble, A):
     -----
     ``MSE = (m V + P C)/m^2``: for OPRF, ``V = V_A`` and ``C`` the
     positive-feature covariance (``Lambda^2 D(s/2)`` orthogonal, the simplex
-    integral for simplex); for simplex, ``V`` is the iid variance of the kind
+    integral for simplex); for simplex, ``V`` is the iid variance of the term
     and ``C`` the simplex pair covariance (module notes).
 
     Accuracy against mpmath (``tests/_mpmath_beyond.py``, 40 digits, the
@@ -604,29 +604,33 @@ def log_mse_beyond(geom, m, kind, ensemble, A):
     tests/test_beyond_theory.py -k against_mpmath -rP -p no:cacheprovider |
     grep worst``.
     """
-    d, q, pref2 = _kind_arrays(geom, kind)
+    d, q, pref2 = form.arrays(geom)
     # C/V depends on the geometry (and A), not on m: evaluate it on that shape only
     point_shape = np.broadcast_shapes(q.shape, np.shape(A) if A is not None else ())
     d, q, pref2 = (np.broadcast_to(a, point_shape) for a in (d, q, pref2))
     a_arr = None if A is None else np.broadcast_to(A, point_shape)
-    g = _oprf_log_g_terms(q, d, a_arr)[0] if kind == "oprf" else None
-    log_v_over = _log_v_over(kind, q, g)
-    pairs = cf.pairs_in_blocks(m, np.asarray(geom.d).astype(np.int64),
-                               "iid" if ensemble == "iid" else "orthogonal")
+    g = _oprf_log_g_terms(q, d, a_arr)[0] if form.quadratic else None
+    log_v_over = _log_v_over(form, q, g)
+    pairs = cf.pairs_in_blocks(m, np.asarray(geom.d).astype(np.int64), blocked=cosine is not None)
     ratio = np.zeros(point_shape)
-    if ensemble == "orthogonal":  # kind == 'oprf': FAVOR+'s covariance Lambda^2 D(s/2)
+    if cosine is None:
+        pass  # independent rows: no pair term
+    elif cf.orthogonal_rows(cosine, d):  # one exponential's covariance Lambda^2 D(s/2)
+        if not form.on_sum:
+            raise ValueError("orthogonal rows with a term on w.(x - y): its exact MSE is "
+                             "rfkernels.numerics.closed_form.log_mse_chi")
         live = q > 0
         with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
             lnd = hg.log_neg_chi_diff(np.where(live, q, 0.0) / 2.0, d)
             ratio = np.where(live, -np.exp(lnd - log_v_over), 0.0)
-    elif ensemble == "simplex" and np.any(pairs > 0):
-        ratio = _simplex_cov_ratio(q.ravel(), d.ravel(), kind,
-                                   log_v_over.ravel()).reshape(point_shape)
+    elif np.any(pairs > 0):
+        ratio = _block_cov_ratio(q.ravel(), d.ravel(), form, cosine,
+                                 log_v_over.ravel()).reshape(point_shape)
     rel = pairs / m * ratio  # (P/m) C/V >= -1 exactly (the MSE is a variance)
     if np.any(rel <= -1.0):
         bad = int(np.count_nonzero(rel <= -1.0))
         raise FloatingPointError(
-            f"exact MSE ({kind}, {ensemble}): 1 + (P/m) C/V rounded to <= 0 at {bad} point(s); "
+            f"exact MSE: 1 + (P/m) C/V rounded to <= 0 at {bad} point(s); "
             "the block covariance cancels the variance beyond float64's resolution")
     with np.errstate(divide="ignore"):
         out = pref2 + log_v_over - np.log(m) + np.log1p(rel)
