@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfkernels.estimators import registry
 from rfkernels.validation import (
     check_bool,
     check_choice,
@@ -72,10 +73,23 @@ from rfkernels.validation import (
     check_seed,
 )
 
-__all__ = ["FIRST_ORDER_KINDS", "FirstOrderMSE", "attention_mse_first_order"]
+__all__ = ["FIRST_ORDER_KINDS", "FirstOrderMSE", "attention_mse_first_order", "first_order_kinds"]
 
-#: Kinds with a closed-form E[g_j g_j'] (MATH.md).
-FIRST_ORDER_KINDS = ("trig", "positive", "hyperbolic")
+
+def first_order_kinds():
+    """Kinds with a closed-form E[g_j g_j'] (MATH.md): :attr:`Kind.first_order` is set."""
+    return tuple(k.name for k in registry.entries("kind") if k.first_order is not None)
+
+
+def first_order_ensembles():
+    """Ensembles the first-order theory holds for: independent rows (:attr:`Ensemble.independent`)."""
+    return tuple(e.name for e in registry.entries("ensemble") if e.independent)
+
+
+def __getattr__(name):
+    if name == "FIRST_ORDER_KINDS":  # the registry's, at the time of asking
+        return first_order_kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Keys per block of the L×L key matrices (about 4 Mi doubles, 32 MiB, per block).
 _BLOCK_ELEMENTS = 1 << 22
@@ -275,16 +289,14 @@ def _batch_log_mse(qb, k, v, half, y, log_y_max, kind, normalisers=False):
     x = np.exp(log_xw)
     qq = np.sum(qb * qb, axis=1)
     terms = []  # per term, per part: (log-magnitude, sign), each (nb,)
-    if kind in ("positive", "hyperbolic"):
-        terms.append(_term(parts, x, log_xw, k, half, +1.0, 2.0 * x_max,
-                           qq + (math.log(0.5) if kind == "hyperbolic" else 0.0)))
-    if kind == "trig":
-        terms.append(_term(parts, x, log_xw, k, half, -1.0, 2.0 * x_max, -qq + math.log(0.5)))
-    if kind in ("trig", "hyperbolic"):
-        yw = np.broadcast_to(y, (nb, Lk))
-        log_yw = np.broadcast_to(half - log_y_max, (nb, Lk))
-        terms.append(_term(parts, yw, log_yw, k, half, +1.0 if kind == "trig" else -1.0,
-                           2.0 * log_y_max, (qq if kind == "trig" else -qq) + math.log(0.5)))
+    for on_logits, sign, qq_sign, log_weight in registry.entry("kind", kind).first_order:
+        factor = (qq if qq_sign > 0 else -qq) + log_weight
+        if on_logits:
+            terms.append(_term(parts, x, log_xw, k, half, sign, 2.0 * x_max, factor))
+        else:
+            yw = np.broadcast_to(y, (nb, Lk))
+            log_yw = np.broadcast_to(half - log_y_max, (nb, Lk))
+            terms.append(_term(parts, yw, log_yw, k, half, sign, 2.0 * log_y_max, factor))
     log_total, clipped = _combine([t[0] for t in terms])
     second = _combine([t[1] for t in terms])[0] if normalisers else None
     return log_total, log_d, clipped, second
@@ -310,11 +322,11 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
         Values.
     m : int
         Number of projections (>= 1); the prediction is proportional to 1/m.
-    kind : {"trig", "positive", "hyperbolic"}
-        Feature map.
-    ensemble : {"iid"}, default "iid"
-        Only iid projections have the theory (see the module docstring);
-        anything else raises ValueError.
+    kind : str
+        The feature map: a kind with a first-order closed form (:func:`first_order_kinds`).
+    ensemble : str, default "iid"
+        Only independent rows have the theory (:attr:`Ensemble.independent`,
+        see the module docstring); anything else raises ValueError.
     queries : None or int, default None
         None: every query row (exact first-order value). An int n: n query
         rows drawn without replacement from ``seed`` (all rows if n >= L),
@@ -348,10 +360,11 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     one for positive); memory O(L_k·block + L_k·batch·d_v). Measured: L =
     4096, d = d_v = 16, 16 rows, positive, about 0.3 s on 2 CPUs.
     """
-    check_choice(kind, "kind", FIRST_ORDER_KINDS)
-    if ensemble != "iid":
+    check_choice(kind, "kind", first_order_kinds())
+    if ensemble not in first_order_ensembles():
         raise ValueError(
-            f"attention_mse_first_order: ensemble must be 'iid'; got {ensemble!r}. The first-order "
+            f"attention_mse_first_order: ensemble must be "
+            f"{' or '.join(map(repr, first_order_ensembles()))}; got {ensemble!r}. The first-order "
             "theory needs E[g g'] of two projections; for orthogonal ones that pair term has no "
             "closed form here, so the theory is for iid projections only"
         )

@@ -11,10 +11,26 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEAN_KINDS", "LeanFavor", "one_blas_thread"]
+from rfkernels.estimators import registry
 
-#: Kinds whose bidirectional NumPy passes go through :class:`LeanFavor`.
-LEAN_KINDS = ("trig", "positive", "hyperbolic")
+__all__ = ["LEAN_KINDS", "LeanFavor", "lean_kinds", "one_blas_thread"]
+
+
+def lean_kinds():
+    """Kinds whose bidirectional NumPy passes go through :class:`LeanFavor`.
+
+    Those whose feature map takes attention and no parameter (a parameter
+    fitted on the data, OPRF's ``A="auto"``, goes through ``favor_attention``).
+    """
+    return tuple(k.name for k in registry.entries("kind")
+                 if k.feature_map is not None and k.feature_map.param is None
+                 and k.feature_map.attention_reason is None)
+
+
+def __getattr__(name):
+    if name == "LEAN_KINDS":  # the registry's, at the time of asking
+        return lean_kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def one_blas_thread():
@@ -47,28 +63,20 @@ class LeanFavor:
         self.q, self.k = q, k
         self.half_k = 0.5 * np.sum(k * k, axis=1)
         self.v1 = np.concatenate([v, np.ones((v.shape[0], 1))], axis=1)
-        self.trig_scale = np.exp(self.half_k - self.half_k.max())[:, None]
 
     def _num_den(self, w, kind):
-        pq = self.q @ w.T
-        pk = self.k @ w.T
-        if kind == "trig":
-            sk, ck = np.sin(pk), np.cos(pk)
-            sk *= self.trig_scale
-            ck *= self.trig_scale
-            out = np.sin(pq) @ (sk.T @ self.v1) + np.cos(pq) @ (ck.T @ self.v1)
-        elif kind == "positive":
-            lk = pk - self.half_k[:, None]
-            phik = np.exp(lk - lk.max())
-            phiq = np.exp(pq - pq.max(axis=1, keepdims=True))
-            out = phiq @ (phik.T @ self.v1)
-        else:  # hyperbolic: features exp(+-w.x - |x|^2/2)
-            abs_k = np.abs(pk) - self.half_k[:, None]
-            shift_k = abs_k.max()
-            top_q = np.abs(pq).max(axis=1, keepdims=True)
-            plus = np.exp(pk - self.half_k[:, None] - shift_k).T @ self.v1
-            minus = np.exp(-pk - self.half_k[:, None] - shift_k).T @ self.v1
-            out = np.exp(pq - top_q) @ plus + np.exp(-pq - top_q) @ minus
+        fmap = registry.entry("kind", kind).feature_map
+        phiq = fmap.query_features(self.q @ w.T, w, None, np)
+        log_k, sign_k = fmap.key_log_features(self.k @ w.T, w, self.half_k[:, None], None, np)
+        phik = np.exp(log_k - log_k.max())  # the key set's shift
+        if sign_k is not None:
+            phik = phik * sign_k
+        # one product per group of m outputs (sin | cos, exp(+) | exp(-)), summed in order
+        m = w.shape[0]
+        out = None
+        for g in range(0, phiq.shape[1], m):
+            part = phiq[:, g:g + m] @ (phik[:, g:g + m].T @ self.v1)
+            out = part if out is None else out + part
         return out[:, :-1], out[:, -1]
 
     def output(self, w, kind, nonpositive):

@@ -79,8 +79,8 @@ import numpy as np
 
 from rfkernels.attention import linear_attention, softmax_attention
 from rfkernels.estimators import check_kind
-from rfkernels.features import oprf_auto_a, oprf_exponents
-from rfkernels.pairs import check_oprf_a
+from rfkernels.estimators import registry
+from rfkernels.pairs import check_map_param, fit_map_param
 from rfkernels.presets import check_preset, preset_attention
 from rfkernels.strict_json import NULL_REASONS, json_safe
 from rfkernels.validation import (
@@ -234,9 +234,7 @@ def _spec(q, k, v, w, kind, preset, A, rows):
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"v must have one row per key: k has {k.shape[0]} rows, "
                          f"v has {v.shape[0]}")
-    A = check_oprf_a(kind, A)
-    if isinstance(A, str):  # "auto", on every query as favor_attention resolves it
-        A = oprf_auto_a(q, k)
+    A = fit_map_param(kind, check_map_param(kind, A), q, k)  # "auto": on every query, as attention
     rows = _check_rows(rows, q.shape[0])
     return _with_w(_Spec(q[rows], k, v, None, kind, entry, A, rows), w)
 
@@ -372,22 +370,18 @@ def _unshifted(x, w, kind, A):
     """The float64 exponents of the unstabilised map (rfkernels' feature_map)."""
     proj = x @ w.T
     half_sq = 0.5 * np.sum(x * x, axis=1, keepdims=True)
-    if kind == "trig":  # exp(|x|²/2) scales bounded sines and cosines
-        return half_sq
-    if kind == "oprf":
-        return oprf_exponents(proj, w, A, np) - half_sq
-    if kind == "hyperbolic":
-        proj = np.concatenate([proj, -proj], axis=1)
-    return proj - half_sq
+    # exponents - |x|²/2; a signed map's exp(|x|²/2) scales its bounded part
+    return registry.entry("kind", kind).feature_map.key_log_features(proj, w, half_sq, A, np)[0]
 
 
 def _preset_exponents(q, k, w, kind, entry, A, eq, ek):
     """The float64 exponents the preset exponentiates: (queries or None, keys)."""
-    if entry.name == "xformers":  # unshifted, its constant inside the exponent
+    if not entry.shifted:  # xformers: its constant inside the exponent
         offset = entry.log_offset - math.log(math.sqrt(eq.shape[1]))
         return eq + offset, ek + offset
-    if entry.name == "rfkernels":
-        if kind == "trig":  # query features are sines and cosines; keys' exp(|k|²/2 − b)
+    if entry.exact:
+        if not registry.entry("kind", kind).feature_map.nonnegative:
+            # a signed map's query features are its bounded part; keys' exp(|k|²/2 − b)
             return None, ek - np.max(ek)
         return eq - np.max(eq, axis=1, keepdims=True), ek - np.max(ek)
     # performer-pytorch, google-research: u − h − max u (the shift leaves −|x|²/2 in)
@@ -452,17 +446,16 @@ def overflow_report(q, k, w, kind, preset, dtypes=DTYPES, *, A=None):
     entry = check_preset(preset, kind)
     q, k, w = check_matrix(q, "q"), check_matrix(k, "k"), check_matrix(w, "w")
     check_same_d([q.shape, k.shape, w.shape], ["q", "k", "w"])
-    A = check_oprf_a(kind, A)
-    A = oprf_auto_a(q, k) if isinstance(A, str) else A
+    A = fit_map_param(kind, check_map_param(kind, A), q, k)
     limits = [exponent_limits(name) for name in dtypes]
     eq, ek = _unshifted(q, w, kind, A), _unshifted(k, w, kind, A)
     offset = 0.0
-    if entry.name == "xformers":
+    if not entry.shifted:
         offset = entry.log_offset - math.log(math.sqrt(eq.shape[1]))
     fq, fk = _preset_exponents(q, k, w, kind, entry, A, eq, ek)
     top_q, top_k = float(np.max(eq)), float(np.max(ek))
     top_f = max(float(np.max(fk)), -math.inf if fq is None else float(np.max(fq)))
-    unshifted_map = "xformers" if entry.name == "xformers" else "rfkernels stabilize=False"
+    unshifted_map = entry.name if not entry.shifted else "rfkernels stabilize=False"
     out = []
     for lim in limits:
         low_q = np.zeros((q.shape[0], 1), dtype=bool) if fq is None else fq < lim.log_tiny

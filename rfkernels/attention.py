@@ -54,19 +54,17 @@ from .backends import get_array_module, to_numpy
 from .features import (
     FEATURE_MAPS,
     check_feature_map,
-    check_oprf_a,
     feature_dimension,
     feature_map,
-    oprf_auto_a,
 )
 from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
 from .estimators import estimator
-from .pairs import is_derf, refuse_derf_parameters, require_projections
+from .pairs import check_map_param, is_derf, refuse_derf_parameters, require_projections
 from .estimators.derf import attention_inputs, dense_attention_inputs
-from .estimators.registry import check_kind, entry as registry_entry
-from .presets import KeyState, check_preset, preset_attention, query_features
+from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
+from .presets import PRESETS as PRESET_ENTRIES
+from .presets import KeyState, check_preset, exact_presets, preset_attention, query_features
 from .validation import (
-    KINDS,
     check_bool,
     check_choice,
     check_int,
@@ -89,7 +87,7 @@ NONPOSITIVE_POLICIES = ("nan", "divide", "raise")
 #: Numerics of attention with random features (:mod:`rfkernels.presets`):
 #: ``"rfkernels"`` (the estimators as MATH.md states them) and what public
 #: implementations compute on the same inputs and W.
-PRESETS = ("rfkernels", "performer-pytorch", "google-research", "xformers")
+PRESETS = tuple(PRESET_ENTRIES)
 #: Output normalisations of :func:`linear_attention`: divide by the attention
 #: normaliser φ(q)ᵀΣφ(k), or sum-normalise φ(q) and φ(k) and divide by nothing.
 NORMALIZATIONS = ("attention", "sum")
@@ -267,7 +265,9 @@ def favor_attention(
     W : array_like of shape (m, d)
         Projections :math:`\omega_1..\omega_m` as rows, of any ensemble
         (:func:`rfkernels.draw_projections`); the same W serves queries and keys.
-    kind : {"trig", "positive", "hyperbolic", "oprf", "derf", "saderf", "aderf", "sderf"}
+    kind : str
+        A registered kind that the preset offers (:attr:`rfkernels.presets.Preset.kinds`;
+        :data:`rfkernels.KINDS` lists every kind).
         The feature map (:func:`rfkernels.feature_map`); r = 2m, m, 2m, m features.
     A : float or "auto", optional
         The parameter of ``kind="oprf"`` (optimal positive random features;
@@ -410,17 +410,18 @@ def favor_attention(
     """
     if isinstance(kind, str) and kind in FEATURE_MAPS:
         raise ValueError(
-            f"favor_attention takes the random-feature kinds {', '.join(map(repr, KINDS))}; "
+            f"favor_attention takes the random-feature kinds "
+            f"{', '.join(map(repr, registry_names('kind')))}; "
             f"for the deterministic map {kind!r} use linear_attention(Q, K, V, None, {kind!r})"
         )
     check_kind(kind)
     refuse_derf_parameters(kind, B_query, B_key)
     if is_derf(kind):  # DERF: OPRF on (q', k'), or positive features in d + 2 dimensions
-        check_choice(preset, "preset", ("rfkernels",))
+        check_choice(preset, "preset", exact_presets())
         return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, causal=causal, stabilize=stabilize,
                                nonpositive=nonpositive, block_size=block_size)
     entry = check_preset(preset, kind, causal is True)
-    if entry.name != "rfkernels":
+    if not entry.exact:
         if stabilize is not True:
             raise ValueError(f"stabilize applies to preset='rfkernels'; preset={entry.name!r} "
                              "computes what its library computes")
@@ -453,7 +454,9 @@ def linear_attention(
         Values.
     W : array_like of shape (m, d), or None
         Projections for the random kinds; None for the deterministic maps.
-    kind : {"trig", "positive", "hyperbolic", "oprf", "identity", "elu1", "dpfp"}
+    kind : str
+        A registered kind with a literal feature map (:func:`rfkernels.features.mapped_kinds`)
+        or a deterministic map of :data:`rfkernels.FEATURE_MAPS`.
         The feature map (:func:`rfkernels.feature_map`).
     nu : int, optional
         DPFP's ν (default 1, d_dot = 2dν); only for ``kind="dpfp"``.
@@ -595,11 +598,10 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
     """Validate everything, then run the one linear-attention core."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
     deterministic, nu, _ = check_feature_map(kind, W, nu, False, A=A)
-    A = None if deterministic else check_oprf_a(kind, A)
-    if not deterministic and registry_entry("kind", kind).random_phase:
-        raise ValueError(f"{caller} does not take kind={kind!r} (random-offset features carry "
-                         "phases drawn with W, for the Gaussian kernel: rfkernels.feature_map); "
-                         "for attention use 'trig', its paired form")
+    A = None if deterministic else check_map_param(kind, A)
+    fmap = None if deterministic else registry_entry("kind", kind).feature_map
+    if fmap is not None and fmap.attention_reason is not None:
+        raise ValueError(f"{caller} does not take kind={kind!r}: {fmap.attention_reason}")
     check_choice(normalization, "normalization", NORMALIZATIONS)
     q, k, v, causal = check_qkv(Q, K, V, causal, xp)
     stabilize = check_bool(stabilize, "stabilize")
@@ -634,8 +636,8 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
         check_memory(nbytes, f"{caller} with L={q.shape[0]}, r={r} features and "
                              f"block_size={block}")
 
-    if isinstance(A, str):  # "auto": A* of the mean |q_i + k_j|^2 / d, O((L + L_k) d)
-        A = oprf_auto_a(to_numpy(q), to_numpy(k))
+    if isinstance(A, str):  # "auto": fitted by the map on the queries and keys (OPRF: O((L + L_k) d))
+        A = fmap.param.fit(to_numpy(q), to_numpy(k))
     if entry is not None:  # a library's numerics (rfkernels.presets)
         if xp is not np:
             raise ValueError(f"preset={entry.name!r} runs on NumPy arrays only")

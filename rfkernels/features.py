@@ -40,16 +40,15 @@ References
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .backends import get_array_module
 from .estimators import estimator, registry
+from .estimators.spec import refuse_parameter
 from .estimators.derf import features as derf_features
 from .pairs import (
+    check_map_param,
     check_memory_pairs,
-    check_oprf_a,
     check_pair,
     check_phase,
     check_projections,
@@ -73,12 +72,12 @@ from .validation import (
 
 __all__ = [
     "FEATURE_MAPS",
-    "SUM_NORMALIZABLE",
     "estimate",
     "feature_dimension",
     "feature_map",
     "log_estimate",
     "log_softmax_kernel",
+    "mapped_kinds",
     "oprf_auto_a",
     "softmax_kernel",
 ]
@@ -89,8 +88,9 @@ __all__ = [
 FEATURE_MAPS = ("identity", "elu1", "dpfp")
 #: DERF's two maps (:func:`feature_map`'s ``role``).
 ROLES = ("query", "key")
-#: Kinds whose features are non-negative, so that sum normalisation is defined.
-SUM_NORMALIZABLE = ("positive", "hyperbolic", "elu1", "dpfp", "oprf")
+#: Deterministic maps whose features are non-negative (sum normalisation is
+#: defined); a random kind says so in its entry (:attr:`Kind.nonnegative`).
+NONNEGATIVE_MAPS = ("elu1", "dpfp")
 
 #: Below this, the max-shifted product of exponentials in the log-domain
 #: path may have lost terms to underflow; those entries are recomputed exactly.
@@ -126,13 +126,25 @@ def oprf_auto_a(X, Y=None):
     return registry.entry("kind", "oprf").fit(x, y)["A"]
 
 
-def _resolve_a(A, x, y):
-    """A float from a checked A ('auto': :func:`oprf_auto_a` of the rows, on the host)."""
+def _resolve_param(fmap, A, x, y):
+    """A float from a checked map parameter (``'auto'``: fitted by the map on the rows, on the host)."""
     if isinstance(A, str):
         from .backends import to_numpy
 
-        return oprf_auto_a(to_numpy(x), None if y is None else to_numpy(y))
+        x = to_numpy(x)
+        return fmap.param.fit(x, x if y is None else to_numpy(y))
     return A
+
+
+def mapped_kinds():
+    """The registered kinds with one literal feature map (:attr:`Kind.feature_map`), in the registry's order."""
+    return tuple(k.name for k in registry.entries("kind") if k.feature_map is not None)
+
+
+def sum_normalizable():
+    """The maps whose features are non-negative (sum normalisation is defined), registry first."""
+    return tuple(k.name for k in registry.entries("kind")
+                 if k.feature_map is not None and k.nonnegative) + NONNEGATIVE_MAPS
 
 
 def check_feature_map(kind, W, nu, sum_normalize, d=None, A=None):
@@ -167,13 +179,16 @@ def check_feature_map(kind, W, nu, sum_normalize, d=None, A=None):
     elif nu is not None:
         raise ValueError(f"nu is the parameter of kind='dpfp' only; got nu={nu!r} with kind={kind!r}")
     sum_normalize = check_bool(sum_normalize, "sum_normalize")
-    if sum_normalize and kind not in SUM_NORMALIZABLE:
+    nonnegative = kind in NONNEGATIVE_MAPS if deterministic else registry.entry("kind", kind).nonnegative
+    if sum_normalize and not nonnegative:
         raise ValueError(
-            f"sum_normalize needs non-negative features ({', '.join(SUM_NORMALIZABLE)}); "
+            f"sum_normalize needs non-negative features ({', '.join(sum_normalizable())}); "
             f"the features of kind={kind!r} can be negative, so their sum can be 0"
         )
-    if A is not _UNCHECKED:
-        check_oprf_a(kind, A)
+    if A is not _UNCHECKED and not deterministic:
+        check_map_param(kind, A)
+    elif A is not _UNCHECKED and A is not None:
+        refuse_parameter("A", A, kind)
     return deterministic, nu, sum_normalize
 
 
@@ -222,13 +237,8 @@ def _deterministic_features(x, kind, nu, xp):
 
 def _sum_normalised(x, w, kind, nu, xp, A=None):
     """φ(x) / Σ φ(x), computed where the positive per-row factors cancel (no overflow)."""
-    if kind in ("positive", "hyperbolic", "oprf"):
-        e = x @ w.T  # the |x|²/2 and 1/sqrt(m) are per-row factors: they cancel
-        if kind == "oprf":
-            e = oprf_exponents(e, w, A, xp)
-        if kind == "hyperbolic":
-            e = xp.concatenate([e, -e], axis=1)
-        phi = xp.exp(e - xp.max(e, axis=1, keepdims=True))  # max entry 1: sum in [1, r]
+    if w is not None:  # a random kind: the |x|²/2 and 1/sqrt(r) are per-row factors, they cancel
+        phi = registry.entry("kind", kind).feature_map.sum_normalised(x @ w.T, w, A, xp)  # max 1
     elif kind == "dpfp":
         # DPFP is homogeneous of degree 2: scale each row by a power of two (exact) first
         _, ex = xp.frexp(xp.max(xp.abs(x), axis=1))
@@ -258,37 +268,16 @@ def _sum_normalised(x, w, kind, nu, xp, A=None):
 # --------------------------------------------------------------- linear domain
 
 
-def oprf_exponents(proj, w, A, xp):
-    """``sqrt(1-4A) ω·x + A|ω|² + (d/4) log(1-4A)``: the OPRF exponent before ``-|x|²/2``."""
-    d = w.shape[1]
-    return (math.sqrt(1.0 - 4.0 * A) * proj + A * xp.sum(w * w, axis=1)[None, :]
-            + (d / 4.0) * math.log1p(-4.0 * A))
-
-
 def _features(x, w, kind, xp, A=None, phase=None, target=None):
-    """The random features of the rows of x; ``target`` (a TargetKernel) adds its per-row log factor.
+    """The random features of the rows of x (the kind's map); ``target`` adds its per-row log factor.
 
     The Gaussian kernel's factor ``-|x'|^2/2`` cancels the trig and offset
     maps' ``e^{|x'|^2/2}`` exactly (``exp(0) = 1``), so those stay bounded.
     """
-    m = w.shape[0]
     proj = x @ w.T  # (n, m): ω_i·x
     half_sq = 0.5 * xp.sum(x * x, axis=1, keepdims=True)  # |x|²/2
     shift = 0.0 if target is None else target.log_factor(half_sq)
-    if kind == "oprf":
-        return xp.exp(oprf_exponents(proj, w, A, xp) - half_sq + shift) / math.sqrt(m)
-    if kind == "trig":
-        scale = xp.exp(half_sq + shift) / math.sqrt(m)
-        return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
-    if kind == "offset":  # RBFSampler's sqrt(2/m) cos(Wx + b), times e^{|x|²/2} for softmax; in place
-        proj += phase[None, :]
-        xp.cos(proj, out=proj)
-        proj *= xp.exp(half_sq + shift) * math.sqrt(2.0 / m)
-        return proj
-    if kind == "positive":
-        return xp.exp(proj - half_sq + shift) / math.sqrt(m)
-    # hyperbolic: exp(-|x|²/2)/sqrt(2m)·[exp(Wx), exp(-Wx)]
-    return xp.exp(xp.concatenate([proj, -proj], axis=1) - half_sq + shift) / math.sqrt(2 * m)
+    return registry.entry("kind", kind).feature_map.features(proj, w, half_sq, shift, A, phase, xp)
 
 
 def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
@@ -303,7 +292,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         Projections ω_1..ω_m as rows (:func:`rfkernels.draw_projections`)
         for the random kinds; must be None for the deterministic maps
         :data:`FEATURE_MAPS`.
-    kind : {"trig", "positive", "hyperbolic", "oprf", "identity", "elu1", "dpfp"}
+    kind : str
         The feature map: a random kind of :data:`rfkernels.KINDS`, or a
         deterministic map of linear attention [2]_.
     nu : int, optional
@@ -423,7 +412,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
     refuse_derf_parameters(kind, B_query, B_key)
     xp = get_array_module(X) if W is None else get_array_module(X, W)
     deterministic, nu, sum_normalize = check_feature_map(kind, W, nu, sum_normalize, A=A)
-    A = None if deterministic else check_oprf_a(kind, A)
+    A = None if deterministic else check_map_param(kind, A)
     target, scale = check_target(kernel, gamma)
     if deterministic and target.name != "softmax":
         raise ValueError(f"kernel={kernel!r} is for the random kinds; the deterministic map "
@@ -443,7 +432,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         check_memory_pairs(x, None, w, xp)
         if scale != 1.0:
             x = scale * x
-        A = _resolve_a(A, x, None)
+        A = _resolve_param(registry.entry("kind", kind).feature_map, A, x, None)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if sum_normalize:
             phi = _sum_normalised(x, w, kind, nu, xp, A)
@@ -471,13 +460,13 @@ def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
     require_projections(kind, W)
     xp = get_array_module(X, W)
     x, x1 = check_rows(X, "X", xp)
-    params = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=x.shape[1]).params
+    est = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=x.shape[1])
+    params = est.params
     target, scale = check_target(kernel, gamma)
     w = check_projections(W, xp)
     check_same_d([x.shape, w.shape], ["X", "W"])
-    if not hasattr(params, "derf"):  # FAVOR+'s or OPRF's parameters: those kinds, the same bits
-        k = "positive" if params is None else "oprf"
-        return feature_map(X, W, k, A=None if params is None else params.A, kernel=kernel, gamma=gamma)
+    if not hasattr(params, "derf"):  # FAVOR+'s or OPRF's parameters: that kind, the same bits
+        return feature_map(X, W, est.kind.name, A=getattr(params, "A", None), kernel=kernel, gamma=gamma)
     p = params.derf
     check_memory_pairs(x, None, w, xp)
     x = scale * x if scale != 1.0 else x
@@ -497,7 +486,8 @@ def estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None)
     Y : array_like of shape (n_y, d) or (d,)
     W : array_like of shape (m, d)
         Projections as rows.
-    kind : {"trig", "positive", "hyperbolic", "oprf"}
+    kind : str
+        A registered kind with a literal feature map (:func:`mapped_kinds`).
     A : float or "auto", optional
         The OPRF parameter (``kind="oprf"`` only, required there): a float
         < 1/8, or ``"auto"``: :func:`oprf_auto_a` ``(X, Y)``, the optimal A
@@ -546,7 +536,8 @@ def estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None)
     check_memory_pairs(x, y, w, xp)
     if scale != 1.0:
         x, y = scale * x, scale * y
-    A = _resolve_a(check_oprf_a(kind, A), x, y)
+    fmap = registry.entry("kind", kind).feature_map
+    A = _resolve_param(fmap, check_map_param(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         k = (_features(x, w, kind, xp, A, phase, target)
              @ _features(y, w, kind, xp, A, phase, target).T)
@@ -591,7 +582,8 @@ def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=N
     X : array_like of shape (n_x, d) or (d,)
     Y : array_like of shape (n_y, d) or (d,)
     W : array_like of shape (m, d)
-    kind : {"trig", "positive", "hyperbolic", "oprf", "offset"}
+    kind : str
+        As in :func:`estimate`.
     A : float or "auto", optional
         The OPRF parameter, as in :func:`estimate`.
     phase, kernel, gamma
@@ -652,9 +644,10 @@ def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=N
     check_memory_pairs(x, y, w, xp)
     if scale != 1.0:
         x, y = scale * x, scale * y
-    A = _resolve_a(check_oprf_a(kind, A), x, y)
+    fmap = registry.entry("kind", kind).feature_map
+    A = _resolve_param(fmap, check_map_param(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        sign, logabs = _log_estimate(x, y, w, kind, xp, A, phase, target)
+        sign, logabs = _log_estimate(x, y, w, fmap, xp, A, phase, target)
     # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed
     if bool(xp.any(xp.isnan(logabs) | (logabs == xp.inf))):
         raise FloatingPointError(
@@ -664,8 +657,7 @@ def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=N
     return squeeze_pairs(sign, x1, y1), squeeze_pairs(logabs, x1, y1)
 
 
-def _log_estimate(x, y, w, kind, xp, A=None, phase=None, target=None):
-    m = w.shape[0]
+def _log_estimate(x, y, w, fmap, xp, A=None, phase=None, target=None):
     px = x @ w.T
     py = y @ w.T
     sq_x = 0.5 * xp.sum(x * x, axis=1)
@@ -673,22 +665,4 @@ def _log_estimate(x, y, w, kind, xp, A=None, phase=None, target=None):
     # the target kernel's per-row log factors (0 for softmax, -|x'|²/2 for gaussian)
     row_x = 0.0 if target is None else target.log_factor(sq_x)
     row_y = 0.0 if target is None else target.log_factor(sq_y)
-    if kind in ("trig", "offset"):
-        if kind == "trig":
-            mean_cos = (xp.cos(px) @ xp.cos(py).T + xp.sin(px) @ xp.sin(py).T) / m
-        else:
-            mean_cos = (2.0 / m) * (xp.cos(px + phase[None, :]) @ xp.cos(py + phase[None, :]).T)
-        sq_x, sq_y = sq_x + row_x, sq_y + row_y  # exactly 0 for the Gaussian kernel
-        sign = xp.sign(mean_cos)
-        logabs = xp.log(xp.abs(mean_cos)) + sq_x[:, None] + sq_y[None, :]
-    else:
-        if kind == "hyperbolic":
-            px = xp.concatenate([px, -px], axis=1)
-            py = xp.concatenate([py, -py], axis=1)
-        elif kind == "oprf":
-            px = oprf_exponents(px, w, A, xp)
-            py = oprf_exponents(py, w, A, xp)
-        logabs = _log_matmul_exp(px - (sq_x - row_x)[:, None], py - (sq_y - row_y)[:, None], xp)
-        logabs = logabs - math.log(px.shape[1])
-        sign = xp.ones_like(logabs)
-    return sign, logabs
+    return fmap.log_estimate(px, py, sq_x, sq_y, row_x, row_y, w, A, phase, xp, _log_matmul_exp)

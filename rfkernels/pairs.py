@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backends import get_array_module
-from .estimators import oprf
-from .estimators.registry import check_kind, entry, names
+from .estimators.registry import check_kind, entries, entry, names
 from .estimators.spec import refuse_parameter
 from .validation import check_finite, check_memory, check_same_d
 
@@ -75,7 +74,7 @@ def check_pair(X, Y, W=None, kind=None, A=None, phase=None):
             raise ValueError(f"kind={kind!r} has a query map and a key map: estimate its kernel as "
                              f"feature_map(X, W, {kind!r}, ..., role='query') @ feature_map(Y, W, "
                              f"{kind!r}, ..., role='key').T (the data-fitted kinds: fit_derf first)")
-        check_oprf_a(kind, A)
+        check_map_param(kind, A)
     x, x1 = check_rows(X, "X", xp)
     y, y1 = check_rows(Y, "Y", xp)
     if W is None:
@@ -92,7 +91,7 @@ def check_phase(kind, phase, m, xp=np):
     """The phases ``b`` (m,) of a kind with a random phase (offset: required), None otherwise."""
     if not entry("kind", kind).random_phase:
         if phase is not None:
-            owners = " or ".join(repr(k) for k in ("offset",))
+            owners = " or ".join(repr(k.name) for k in entries("kind") if k.random_phase)
             raise ValueError(f"phase is the parameter of kind={owners} only; got phase with "
                              f"kind={kind!r}")
         return None
@@ -153,17 +152,22 @@ def require_finite(a, xp, what, log_name):
     return a
 
 
-def check_oprf_a(kind, A):
-    """The OPRF parameter: ``'auto'`` or a float < 1/8 for kind 'oprf', None for every other kind."""
-    if kind != "oprf":
+def fit_map_param(kind, A, x, y):
+    """A checked map parameter (:func:`check_map_param`), ``'auto'`` fitted by the map on host rows x, y."""
+    if isinstance(A, str):
+        return entry("kind", kind).feature_map.param.fit(x, y)
+    return A
+
+
+def check_map_param(kind, A):
+    """The parameter ``A`` of a kind's feature map, checked by the map (``'auto'`` or a value).
+
+    None for a map without a parameter (``A`` given to one is refused); a
+    kind without a literal feature map refuses with its reason.
+    """
+    param = entry("kind", kind).require_map().param
+    if param is None:
         if A is not None:
             refuse_parameter("A", A, kind)
         return None
-    if A is None:
-        raise ValueError(
-            "kind='oprf' needs its parameter A: a float < 1/8 shared by every pair of inputs, "
-            "or A='auto' (the optimal A* for the mean |x_i + y_j|^2 / d over all pairs, "
-            "rfkernels.features.oprf_auto_a); got None")
-    if isinstance(A, str) and A == "auto":
-        return A
-    return oprf.check_a(A)  # the one check of A (a float < 1/8)
+    return param.check(A)

@@ -65,11 +65,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
-from .features import feature_map, oprf_exponents
-from .validation import check_choice
+from .estimators import registry
+from .features import feature_map
 
 __all__ = [
     "PRESETS",
@@ -95,8 +96,10 @@ class Preset:
     ----------
     name, summary, source : str
         ``source``: repository, pinned commit, file and lines.
-    kinds : tuple of str
-        The kinds the implementation offers (others are refused).
+    transcribed : tuple of str or None
+        The kinds the implementation transcribes (others are refused); None:
+        every registered kind whose feature map takes attention
+        (``feature_map.attention_reason`` is None). :attr:`kinds` lists them.
     ensemble, norms : str
         Its default projection law, as a :func:`rfkernels.draw_projections` ensemble.
     epsilon : float
@@ -108,24 +111,51 @@ class Preset:
         :math:`\\omega^\\top x` (False: unshifted, they can overflow).
     log_offset : float
         A constant inside every exponent (cancels in the ratio).
+    exact : bool
+        The estimators as MATH.md states them, stabilised only by factors
+        that cancel (the kinds' own maps: ``query_features``,
+        ``key_log_features``); False: a library's arithmetic, transcribed.
     """
 
     name: str
     summary: str
     source: str
-    kinds: tuple
+    transcribed: Optional[tuple]
     ensemble: str
     norms: str
     epsilon: float = 0.0
     guard: bool = False
     shifted: bool = True
     log_offset: float = 0.0
+    exact: bool = False
+
+    @property
+    def kinds(self):
+        """The names of the kinds this preset offers, in the registry's order."""
+        return tuple(k.name for k in registry.entries("kind") if self.refusal(k) is None)
+
+    def refusal(self, kind):
+        """Why this preset does not take ``kind`` (a registered :class:`Kind`), None if it does."""
+        if self.transcribed is not None:
+            if kind.name in self.transcribed:
+                return None
+            return (f"preset {self.name!r} offers kind(s) {', '.join(map(repr, self.transcribed))} "
+                    f"only ({self.source.split(' ')[0]}); got kind={kind.name!r}")
+        if kind.pair_transform is not None:  # two maps: rfkernels.favor_attention's own path
+            return None
+        fmap = kind.feature_map
+        reason = kind.feature_map_reason if fmap is None else fmap.attention_reason
+        if fmap is None or reason is not None:
+            return (reason or f"kind={kind.name!r} has no literal feature map registered; "
+                              "attention needs one")
+        return None
 
 
-#: The presets, by name (module docstring).
-PRESETS = {p.name: p for p in (
+#: The built-in presets, by name (module docstring); each is registered on the
+#: registry's ``"preset"`` axis, which every caller asks.
+PRESETS = {p.name: registry.register("preset", p) for p in (
     Preset("rfkernels", "the estimators as MATH.md states them, stabilised by factors that cancel",
-           "rfkernels", ("trig", "positive", "hyperbolic", "oprf"), "orthogonal", "chi"),
+           "rfkernels", None, "orthogonal", "chi", exact=True),
     Preset("performer-pytorch", "softmax_kernel: max shifts, epsilon 1e-4 added to every feature",
            "lucidrains/performer-pytorch@fc8b78441b1e27eb5d9b01fc738a8772cee07127 "
            "performer_pytorch/performer_pytorch.py L90-115, L170-175",
@@ -144,19 +174,24 @@ PRESETS = {p.name: p for p in (
 
 
 def preset(name):
-    """The :class:`Preset` named ``name`` (ValueError listing them otherwise)."""
-    return PRESETS[check_choice(name, "preset", tuple(PRESETS))]
+    """The registered :class:`Preset` named ``name`` (ValueError listing them otherwise)."""
+    return registry.entry("preset", name)
+
+
+def exact_presets():
+    """The names of the presets that compute the estimators exactly (:attr:`Preset.exact`)."""
+    return tuple(p.name for p in registry.entries("preset") if p.exact)
 
 
 def check_preset(name, kind, causal=False):
     """The :class:`Preset` for ``kind`` (already a valid kind), refusing what it does not offer."""
     entry = preset(name)
-    if kind not in entry.kinds:
-        raise ValueError(f"preset {entry.name!r} offers kind(s) {', '.join(map(repr, entry.kinds))} "
-                         f"only ({entry.source.split(' ')[0]}); got kind={kind!r}")
-    if causal and entry.name != "rfkernels":
+    reason = entry.refusal(registry.entry("kind", kind))
+    if reason is not None:
+        raise ValueError(reason)
+    if causal and not entry.exact:
         raise ValueError(f"preset {entry.name!r}: only bidirectional attention is reproduced; "
-                         "causal=True needs preset='rfkernels'")
+                         f"causal=True needs preset in {', '.join(map(repr, exact_presets()))}")
     return entry
 
 
@@ -166,35 +201,25 @@ def check_preset(name, kind, causal=False):
 
 
 def query_features(q, w, kind, stabilize, xp, A=None, rnd=None):
-    """φ(q) for a block of queries, divided by a positive per-row factor if stabilised."""
+    """φ(q) for a block of queries, divided by a positive per-row factor if stabilised.
+
+    Stabilised, the kind's map drops the row's positive factors
+    (:meth:`rfkernels.estimators.maps.ExponentialMap.query_features`: the
+    exponents minus their row maximum, which absorbs :math:`-|q|^2/2` and
+    the constants; a signed map keeps its bounded part).
+    """
     r = _same if rnd is None else rnd
     if not stabilize:
         return feature_map(q, w, kind, A=A)
-    proj = r(q @ w.T)
-    if kind == "oprf":
-        # sqrt(1−4A) ω·q + A|ω|² + const; the row maximum absorbs −|q|²/2 and the constants
-        proj = r(oprf_exponents(proj, w, A, xp))
-    if kind == "trig":
-        # drops exp(|q|²/2)/sqrt(m): a positive per-row factor
-        return xp.concatenate([r(xp.sin(proj)), r(xp.cos(proj))], axis=1)
-    if kind == "hyperbolic":
-        proj = xp.concatenate([proj, -proj], axis=1)
-    # exponent ω·q − |q|²/2 minus its row maximum max_l ω_l·q − |q|²/2
-    return r(xp.exp(r(proj - xp.max(proj, axis=1, keepdims=True))))
+    return registry.entry("kind", kind).feature_map.query_features(r(q @ w.T), w, A, xp, r)
 
 
 def key_log_features(k, w, kind, xp, A=None, rnd=None):
-    """Key features as (log-part, sign-part): φ(k) ∝ exp(log-part) · sign-part."""
+    """Key features as (log-part, sign-part): φ(k) ∝ exp(log-part) · sign-part (None: no sign part)."""
     r = _same if rnd is None else rnd
     proj = r(k @ w.T)
     half_sq = r(0.5 * xp.sum(r(k * k), axis=1, keepdims=True))
-    if kind == "oprf":
-        return r(r(oprf_exponents(proj, w, A, xp)) - half_sq), None
-    if kind == "trig":
-        return half_sq, xp.concatenate([r(xp.sin(proj)), r(xp.cos(proj))], axis=1)
-    if kind == "hyperbolic":
-        proj = xp.concatenate([proj, -proj], axis=1)
-    return r(proj - half_sq), None
+    return registry.entry("kind", kind).feature_map.key_log_features(proj, w, half_sq, A, xp, r)
 
 
 class KeyState:
@@ -224,9 +249,7 @@ class KeyState:
 
 def _library_features(x, w, kind, entry, shift, r, xp):
     """(features, features without epsilon) of one block as the library computes them."""
-    u = r(x @ w.T)
-    if kind == "hyperbolic":
-        u = xp.concatenate([u, -u], axis=1)
+    u = registry.entry("kind", kind).feature_map.exponents(r(x @ w.T), w, None, xp)  # ±ω·x
     h = r(0.5 * xp.sum(r(x * x), axis=1, keepdims=True))
     if entry.shifted:
         c = xp.max(u, axis=1, keepdims=True) if shift is None else shift
@@ -240,7 +263,7 @@ def _library_features(x, w, kind, entry, shift, r, xp):
 
 def _key_shift(k, w, kind, entry, block, A, r, xp):
     """The key set's shift, computed before any feature (a library adds epsilon after it)."""
-    if entry.name == "rfkernels":
+    if entry.exact:
         top = -math.inf
         for s in range(0, k.shape[0], block):
             log_part, _ = key_log_features(k[s:s + block], w, kind, xp, A, r)
@@ -253,7 +276,7 @@ def _key_shift(k, w, kind, entry, block, A, r, xp):
 
 def _keys(k, w, kind, entry, shift, A, r, xp):
     """(φ(k), φ(k) without epsilon) of a block of keys."""
-    if entry.name == "rfkernels":
+    if entry.exact:
         log_part, sign_part = key_log_features(k, w, kind, xp, A, r)
         phi = r(xp.exp(r(log_part - shift)))
         phi = phi if sign_part is None else r(phi * sign_part)
@@ -262,7 +285,7 @@ def _keys(k, w, kind, entry, shift, A, r, xp):
 
 
 def _queries(q, w, kind, entry, A, r, xp):
-    if entry.name == "rfkernels":
+    if entry.exact:
         phi = query_features(q, w, kind, True, xp, A, r)
         return phi, phi
     return _library_features(q, w, kind, entry, None, r, xp)

@@ -28,10 +28,10 @@ import warnings
 
 import numpy as np
 
-from .features import estimate, feature_map, oprf_auto_a
+from .features import estimate, feature_map, mapped_kinds
 from .projections import draw_phases, draw_projections
 from .estimators import estimator, registry
-from .validation import KINDS, check_choice, check_finite, check_int, check_seed
+from .validation import check_choice, check_finite, check_int, check_seed
 
 __all__ = ["NotFittedError", "RandomFeatures", "check_samples", "fit_seed"]
 
@@ -116,8 +116,9 @@ class RandomFeatures:
 
     Parameters
     ----------
-    kind : {"positive", "trig", "hyperbolic", "oprf", "offset"}, default "positive"
-        The feature map (:data:`rfkernels.KINDS`); ``"offset"`` draws its
+    kind : str, default "positive"
+        A registered kind with a literal feature map
+        (:func:`rfkernels.features.mapped_kinds`); ``"offset"`` draws its
         phases ``random_offset_`` after the projections, from the same
         generator.
     n_components : int, default 256
@@ -125,10 +126,9 @@ class RandomFeatures:
         ``"positive"``, ``"oprf"`` and ``"offset"``, r/2 for ``"trig"`` and
         ``"hyperbolic"`` (whose features come in pairs), so r must be even there.
     ensemble : str, default "orthogonal"
-        Projection ensemble, any of :func:`rfkernels.draw_projections`: "iid",
-        "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
-        "orthogonal-xformers".
-    norms : {"chi", "fixed", "antithetic"}, default "chi"
+        Projection ensemble, any of :func:`rfkernels.draw_projections`
+        (:data:`rfkernels.ENSEMBLES`).
+    norms : str, default "chi"
         Row norms (chi(d): unbiased; sqrt(d): the regularised variant; antithetic: chi(d)
         norms coupled in pairs of rows of each block, unbiased, ``docs/antithetic.rst``).
     random_state : None, int, numpy.random.Generator, SeedSequence or RandomState, default None
@@ -213,11 +213,11 @@ class RandomFeatures:
     # ------------------------------------------------------------ fitting
 
     def _checked_params(self):
-        kind = check_choice(self.kind, "kind", KINDS)  # the built-ins: their literal feature maps
+        kind = check_choice(self.kind, "kind", mapped_kinds())  # the kinds with one literal map
         r = check_int(self.n_components, "n_components")
-        if kind == "oprf" and self.A is None:
-            raise ValueError("kind='oprf' needs its parameter A: a float < 1/8 or 'auto' "
-                             "(the optimal A* for the training data); got None")
+        param = registry.entry("kind", kind).feature_map.param
+        if param is not None and self.A is None:
+            raise ValueError(param.missing)
         per = estimator(kind, A=self.A).kind.features_per_projection  # A checked there, once
         if r % per:
             raise ValueError(f"n_components must be even for kind={kind!r} (r = 2m: a sin/cos "
@@ -239,10 +239,10 @@ class RandomFeatures:
         names = _feature_names(X)
         x = check_samples(X)
         a = None
-        if kind == "oprf":
-            a = oprf_auto_a(x) if isinstance(self.A, str) and self.A == "auto" else self.A
-            feature_map(x[:1], np.zeros((1, x.shape[1])), "oprf", A=a)  # validates A
-            a = float(a)
+        param = registry.entry("kind", kind).feature_map.param
+        if param is not None:  # "auto": fitted on the training rows with themselves
+            a = param.check(self.A)
+            a = float(param.fit(x, x) if isinstance(a, str) else a)
         rng = check_seed(seed)  # the projections, then (offset) their phases
         w = draw_projections(m, x.shape[1], ensemble=self.ensemble, norms=self.norms, seed=rng)
         self.projections_ = w

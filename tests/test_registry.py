@@ -41,7 +41,7 @@ def test_toy_kind_theory_matches_mpmath(toy):
     got = theory.exact_mse(x, y, 5, "toy")
     mpmath.mp.dps = 40
     s = mpmath.mpf(float((x + y) @ (x + y)))
-    ref = mpmath.e ** (2 * mpmath.mpf(float(x @ y))) * mpmath.expm1(4 * s) / 5
+    ref = mpmath.e ** (2 * mpmath.mpf(float(x @ y))) * mpmath.expm1(s) / 5
     assert abs(got / float(ref) - 1) < 1e-12
     with pytest.raises(ValueError, match="toy kind's exact MSE is derived for iid"):
         theory.exact_mse(x, y, 5, "toy", ensemble="orthogonal")

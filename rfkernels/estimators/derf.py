@@ -118,6 +118,8 @@ def _isotropic_a(value):
 _DIAGNOSE_REASON = ("diagnose runs the isotropic DERF kinds (saderf, aderf) as OPRF on the "
                     "transformed head; SDERF's dense A is not diagnosed yet: favor_attention(Q, K, "
                     "V, W, 'sderf') and theory.exact_mse on the head")
+_GIVEN_REASON = ("its parameters are the user's; diagnose fits 'saderf' and 'aderf' on each "
+                 "head")
 REDUCED_REASON = ("a non-isotropic A (not a*I) tilts each row by w^T A w, which depends on its "
                   "direction: the reduced engine (scalar projections) cannot sample it; use "
                   "method='literal'")
@@ -238,8 +240,10 @@ for _name in DERF_KINDS:
         fit=_fit(_name) if _fitted else None,
         population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
         dispatch=None if _fitted else dispatch,
-        diagnose_reason=_DIAGNOSE_REASON if _name == "sderf" else None,
+        diagnose_reason=(_DIAGNOSE_REASON if _name == "sderf" else
+                         None if _fitted else _GIVEN_REASON),
         seed_index=5 + DERF_KINDS.index(_name),  # after the five kinds before them
+        example=None if _fitted else (lambda d: {"A": -0.1, "B_query": 0.9 * np.eye(d)}),
     ))
 del _name, _fitted
 

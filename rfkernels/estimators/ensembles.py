@@ -375,7 +375,7 @@ def _xformers(m, d, norms, rng):
 
 IID = registry.register("ensemble", registry.Ensemble(
     name="iid", seed_index=0, summary="independent Gaussian rows", blocked=False, cosine=None, code=0,
-    sample=_iid))
+    independent=True, sample=_iid))
 
 ORTHOGONAL = registry.register("ensemble", registry.Ensemble(
     name="orthogonal", seed_index=1, summary="Haar-orthogonal blocks of d rows (QR with the sign fix)",

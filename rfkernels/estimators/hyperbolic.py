@@ -7,6 +7,8 @@ large on both sides, so the tilted proposal moves either way.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..numerics import elementary as elem
@@ -14,7 +16,7 @@ from ..numerics import closed_form as cf
 from ..numerics.elementary_numba import exp
 from ..numerics.scalar import scalar
 from ..numerics.term_form import TermForm
-from . import pair_law, positive, registry
+from . import maps, pair_law, positive, registry
 
 
 def terms(p, w2, length, consts, xp):
@@ -33,6 +35,11 @@ def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
         p[i] = 0.5 * (exp(ap - half) + exp(-ap - half))
 
 
+def exponents(proj, w, value, xp):
+    """The pair :math:`[\\omega_l^\\top x, -\\omega_l^\\top x]` (2m outputs)."""
+    return xp.concatenate([proj, -proj], axis=1)
+
+
 def lemma2(geom, m):
     """log of Lemma 2's MSE: :math:`\\tfrac12 (1 - e^{-|u|^2})` times the positive one."""
     with np.errstate(divide="ignore"):
@@ -43,10 +50,11 @@ def lemma2(geom, m):
 TERM_FORM = TermForm(on_sum=True, symmetric=True)
 
 KIND = registry.register("kind", registry.Kind(
-    name="hyperbolic", seed_index=2,
+    name="hyperbolic", code=1, seed_index=2,
     summary="hyperbolic random features (cosh, 2m outputs)",
     features_per_projection=2, on_sum=True, paper=True, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms,
     log_mse=pair_law.paper_log_mse(TERM_FORM), theory_reason=pair_law.paper_theory_reason,
-    lemma2=lemma2, symmetric_tilt=True,
+    lemma2=lemma2, symmetric_tilt=True, feature_map=maps.ExponentialMap(exponents),
+    first_order=((True, +1.0, +1.0, math.log(0.5)), (False, -1.0, -1.0, math.log(0.5))),
 ))

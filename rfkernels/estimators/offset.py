@@ -24,9 +24,11 @@ the kernels are trig's with a runtime flag (:attr:`Kind.random_phase`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from . import registry, trig
+from . import maps, registry, trig
 
 
 def log_mse(geom, m, est, vectors=None):
@@ -36,11 +38,33 @@ def log_mse(geom, m, est, vectors=None):
         return np.logaddexp(log_trig, 2.0 * geom.half_sq - np.log(2.0 * np.asarray(m, dtype=np.float64)))
 
 
+def features(proj, w, half_sq, shift, value, phase, xp):
+    """RBFSampler's :math:`\\sqrt{2/m} \\cos(\\omega^\\top x + b)`, times :math:`e^{|x|^2/2}`; in place on ``proj``."""
+    m = proj.shape[1]
+    proj += phase[None, :]
+    xp.cos(proj, out=proj)
+    proj *= xp.exp(half_sq + shift) * math.sqrt(2.0 / m)
+    return proj
+
+
+def mean_product(px, py, phase, xp):
+    """:math:`\\frac2m \\sum_l \\cos(\\omega_l^\\top x + b_l) \\cos(\\omega_l^\\top y + b_l)`."""
+    m = px.shape[1]
+    return (2.0 / m) * (xp.cos(px + phase[None, :]) @ xp.cos(py + phase[None, :]).T)
+
+
+#: Why attention does not take offset features.
+ATTENTION_REASON = ("kind='offset' is scikit-learn's RBFSampler map for kernel machines: its "
+                    "features need the phases drawn with W, which attention does not take; use "
+                    "kind='trig' (the same kernel without the phase term's variance)")
+
 KIND = registry.register("kind", registry.Kind(
     name="offset", seed_index=4,
     summary="random-offset Fourier features sqrt(2) cos(w.x + b) (RBFSampler; m outputs)",
     features_per_projection=1, on_sum=False, paper=False, nonnegative=False,
     terms=trig.terms, scalar_terms=trig.scalar_terms, random_phase=True,
+    feature_map=maps.SignedMap(features, mean_product, needs_phase=True,
+                               attention_reason=ATTENTION_REASON),
     log_mse=log_mse, theory_reason=trig.KIND.theory_reason,
     tilt_reason=("proposal='tilted' is for positive, hyperbolic and oprf features: offset "
                  "estimates are bounded (|cos| <= 1), their squared errors have every moment, and "

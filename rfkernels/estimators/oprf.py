@@ -26,7 +26,7 @@ from ..numerics.elementary_numba import exp
 from ..numerics.scalar import scalar
 from ..numerics.term_form import TermForm
 from ..validation import check_finite
-from . import pair_law, registry
+from . import maps, pair_law, registry
 
 #: The value of A that means "each pair's optimum A*".
 AUTO = "auto"
@@ -125,6 +125,28 @@ def fit(x, y):
     return {"A": float(oprf_simplex.oprf_optimal_a(rho))}
 
 
+def exponents(proj, w, A, xp):
+    """``sqrt(1-4A) ω·x + A|ω|² + (d/4) log(1-4A)``: the OPRF exponent before ``-|x|²/2``."""
+    d = w.shape[1]
+    return (math.sqrt(1.0 - 4.0 * A) * proj + A * xp.sum(w * w, axis=1)[None, :]
+            + (d / 4.0) * math.log1p(-4.0 * A))
+
+
+def check_map_a(A):
+    """A feature map's A: ``'auto'`` (fitted on the rows the map is given) or a float < 1/8."""
+    if A is None:
+        raise ValueError(MISSING_A)
+    if isinstance(A, str) and A == AUTO:
+        return A
+    return check_a(A)  # the one check of A (a float < 1/8)
+
+
+#: The error when a feature map of kind 'oprf' is not given A.
+MISSING_A = ("kind='oprf' needs its parameter A: a float < 1/8 shared by every pair of inputs, "
+             "or A='auto' (the optimal A* for the mean |x_i + y_j|^2 / d over all pairs, "
+             "rfkernels.features.oprf_auto_a); got None")
+
+
 #: The term, for the exact-MSE numerics: one exponential of w.(x + y) with A|w|^2.
 TERM_FORM = TermForm(on_sum=True, symmetric=False, quadratic=True)
 
@@ -142,10 +164,13 @@ def theory_reason(ensemble, norms):
 
 
 KIND = registry.register("kind", registry.Kind(
-    name="oprf", seed_index=3,
+    name="oprf", code=3, seed_index=3,
     summary="optimal positive random features (parameter A < 1/8, default A* per pair)",
     features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms, log_mse=log_mse, theory_reason=theory_reason,
     resolve=resolve, fixed_params=lambda A: OPRFParams(float(A)), constants=constants, tilt_slope=tilt_slope,
     needs_squared_norms=True, param_names=("A",), check_params=check_params, fit=fit,
+    example=lambda d: {"A": -0.1},
+    feature_map=maps.ExponentialMap(exponents, maps.MapParam(
+        "A", check=check_map_a, fit=lambda x, y: fit(x, y)["A"], missing=MISSING_A)),
 ))

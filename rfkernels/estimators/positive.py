@@ -15,7 +15,7 @@ from ..numerics import closed_form as cf
 from ..numerics.elementary_numba import exp
 from ..numerics.scalar import scalar
 from ..numerics.term_form import TermForm
-from . import pair_law, registry
+from . import maps, pair_law, registry
 
 
 def terms(p, w2, length, consts, xp):
@@ -31,6 +31,11 @@ def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
         p[i] = exp(length * p[i] - half)
 
 
+def exponents(proj, w, value, xp):
+    """FAVOR+'s exponents: the projections themselves, :math:`\\omega_l^\\top x`."""
+    return proj
+
+
 def lemma2(geom, m):
     """log of Lemma 2's MSE: :math:`\\frac1m e^{|u|^2} SM^2 (1 - e^{-|u|^2})`."""
     s, log_sm = geom.s, geom.log_sm
@@ -42,10 +47,11 @@ def lemma2(geom, m):
 TERM_FORM = TermForm(on_sum=True, symmetric=False)
 
 KIND = registry.register("kind", registry.Kind(
-    name="positive", seed_index=1,
+    name="positive", code=0, seed_index=1,
     summary="positive random features (FAVOR+)",
     features_per_projection=1, on_sum=True, paper=True, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms,
     log_mse=pair_law.paper_log_mse(TERM_FORM), theory_reason=pair_law.paper_theory_reason,
-    lemma2=lemma2,
+    lemma2=lemma2, feature_map=maps.ExponentialMap(exponents),
+    first_order=((True, +1.0, +1.0, 0.0),),
 ))

@@ -1,11 +1,14 @@
-"""The estimator registry: three axes, each entry one module.
+"""The estimator registry: its axes, each entry one module.
 
-- **kinds** (the feature map: its normalisation, its terms on every backend,
-  its exact theory, its parameter object and whether it can be tilted),
+- **kinds** (the feature map users call, :mod:`rfkernels.estimators.maps`;
+  its normalisation, its terms on every backend, its exact theory, its
+  parameter object and whether it can be tilted),
 - **ensembles** (the projection law: blocks, the cosine between two rows of
   a block, which samplers exist) and **norm laws** (how the row norms are
   drawn: chi or fixed),
-- **target kernels** (softmax, and the Gaussian kernel as its rescaling).
+- **target kernels** (softmax, and the Gaussian kernel as its rescaling),
+- **presets** (attention's numerics: the exact stabilised estimator and the
+  public implementations' arithmetic; :mod:`rfkernels.presets`).
 
 An entry registers itself when its module is imported
 (:func:`register`); :mod:`rfkernels.estimators` imports the built-in ones.
@@ -21,8 +24,9 @@ from typing import Callable, Optional
 
 from ..validation import check_choice
 
-#: The registry's axes.
-AXES = ("kind", "ensemble", "norms", "kernel")
+#: The registry's axes (``"preset"``: attention's numerics,
+#: :class:`rfkernels.presets.Preset`, registered by :mod:`rfkernels.presets`).
+AXES = ("kind", "ensemble", "norms", "kernel", "preset")
 
 _ENTRIES = {axis: {} for axis in AXES}
 
@@ -202,6 +206,31 @@ class Kind:
         The kind's place in studies' spawn keys (capacity, the FAVOR study,
         attention), frozen so that a number never moves when kinds are added;
         None: one is derived from the name when the kind is registered.
+    feature_map : object or None
+        The literal feature map users call (:mod:`rfkernels.estimators.maps`:
+        an ``ExponentialMap`` or a ``SignedMap``): :func:`rfkernels.feature_map`,
+        :func:`rfkernels.estimate`, :func:`rfkernels.log_estimate`, sum
+        normalisation, attention and its presets all compute with it. None:
+        the kind has no map of its own (``feature_map_reason`` says why).
+    feature_map_reason : str
+        Why there is no ``feature_map`` (the one error every literal entry raises).
+    first_order : tuple or None
+        The first-order attention theory's ``E[g_j g_j']`` of one
+        projection (:mod:`rfkernels.analysis.attention_theory`, MATH.md) as
+        terms ``(on_logits, sign, qq_sign, log_weight)``: each is
+        ``exp(qq_sign |q|^2 + log_weight)`` times the quadratic form of the
+        key matrix ``exp(sign k_j . k_j')`` in the weights
+        ``exp(2 q . k_j + h_j)`` (``on_logits``) or ``exp(h_j)``,
+        ``h_j = |k_j|^2/2``. None: no closed form (the theory refuses the kind).
+    example : callable or None
+        ``example(d) -> {name: value}``: one valid set of the kind's given
+        parameters in dimension d (documentation, and the conformance suite
+        every registered kind passes); None: it takes none, or is fitted on
+        data (``population``).
+    code : int or None
+        The integer the engine's kernels also accept for the kind (the
+        built-in four: positive 0, hyperbolic 1, trig 2, oprf 3); None: by
+        name or entry only.
     """
 
     name: str
@@ -233,6 +262,19 @@ class Kind:
     diagnose_reason: Optional[str] = None
     dispatch: Optional[Callable] = None
     seed_index: Optional[int] = None
+    feature_map: Optional[object] = None
+    feature_map_reason: str = ""
+    first_order: Optional[tuple] = None
+    example: Optional[Callable] = None
+    code: Optional[int] = None
+
+    def require_map(self):
+        """The kind's :attr:`feature_map`; ValueError with its reason where it has none."""
+        if self.feature_map is None:
+            raise ValueError(self.feature_map_reason
+                             or f"kind={self.name!r} has no literal feature map registered "
+                                "(its terms serve the reduced Monte Carlo engine only)")
+        return self.feature_map
 
 
 @dataclass(frozen=True)
@@ -257,6 +299,10 @@ class Ensemble:
         Why there is no reduced sampler / no closed form (None: there is).
     seed_index : int or None
         The ensemble's place in studies' spawn keys (frozen, as :attr:`Kind.seed_index`).
+    independent : bool
+        Every row is drawn independently of the others (iid): the law that
+        one projection's moments, alone, give the MSE of (Lemma 2, the
+        first-order attention theory).
     sample : callable or None
         ``sample(m, d, norms, rng) -> W``: the whole (m, d) float64 matrix
         (:func:`rfkernels.draw_projections`) from the NumPy Generator ``rng``,
@@ -289,6 +335,7 @@ class Ensemble:
     reduced_reason: Optional[str] = None
     theory_reason: Optional[str] = None
     seed_index: Optional[int] = None
+    independent: bool = False
     sample: Optional[Callable] = None
     matrix_bytes: Callable = field(default=lambda m, d: 8 * 3 * int(m) * int(d))
     reference: bool = False

@@ -14,7 +14,7 @@ import numpy as np
 from ..numerics import closed_form as cf
 from ..numerics.scalar import scalar
 from ..numerics.term_form import TermForm
-from . import pair_law, registry
+from . import maps, pair_law, registry
 
 
 def terms(p, w2, length, consts, xp):
@@ -29,6 +29,22 @@ def scalar_terms(length, slope, curvature, offset, m, d, chi, p, q):
         p[i] = math.cos(length * p[i])
 
 
+def features(proj, w, half_sq, shift, value, phase, xp):
+    """:math:`e^{|x|^2/2} [\\sin, \\cos](\\omega^\\top x) / \\sqrt m` (2m outputs); ``shift`` a per-row log factor."""
+    scale = xp.exp(half_sq + shift) / math.sqrt(proj.shape[1])
+    return xp.concatenate([xp.sin(proj), xp.cos(proj)], axis=1) * scale
+
+
+def mean_product(px, py, phase, xp):
+    """The mean cosine of the projections' differences, :math:`\\frac1m \\sum_l \\cos(\\omega_l^\\top (x - y))`."""
+    return (xp.cos(px) @ xp.cos(py).T + xp.sin(px) @ xp.sin(py).T) / px.shape[1]
+
+
+def parts(proj, phase, xp, r):
+    """The bounded part :math:`[\\sin, \\cos](\\omega^\\top x)`, each rounded by ``r``."""
+    return xp.concatenate([r(xp.sin(proj)), r(xp.cos(proj))], axis=1)
+
+
 def lemma2(geom, m):
     """log of Lemma 2's MSE: :math:`\\frac1{2m} e^{|u|^2} SM^{-2} (1 - e^{-|z|^2})^2`."""
     with np.errstate(divide="ignore"):
@@ -40,12 +56,13 @@ def lemma2(geom, m):
 TERM_FORM = TermForm(on_sum=False, symmetric=True)
 
 KIND = registry.register("kind", registry.Kind(
-    name="trig", seed_index=0,
+    name="trig", code=2, seed_index=0,
     summary="trigonometric random features (cos/sin, 2m outputs)",
     features_per_projection=2, on_sum=False, paper=True, nonnegative=False,
     terms=terms, scalar_terms=scalar_terms,
     log_mse=pair_law.paper_log_mse(TERM_FORM), theory_reason=pair_law.paper_theory_reason,
-    lemma2=lemma2,
+    lemma2=lemma2, feature_map=maps.SignedMap(features, mean_product, parts),
+    first_order=((True, -1.0, -1.0, math.log(0.5)), (False, +1.0, +1.0, math.log(0.5))),
     tilt_reason=("proposal='tilted' is for positive, hyperbolic and oprf features: trig estimates "
                  "are bounded (|cos| <= 1), their squared errors have every moment, and there is "
                  "no heavy tail to tilt toward; use proposal='plain' or 'auto'"),
