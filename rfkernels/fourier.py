@@ -49,6 +49,11 @@ __all__ = ["CRITERIA", "ExpectedMSE", "FEATURES", "FOURIER_ENSEMBLES", "MAX_COMP
 FEATURES = {"offset": "offset", "paired": "trig", "positive": "positive"}
 
 
+def features_kind(features):
+    """The registered kind a ``features`` choice of :class:`RandomFourierFeatures` is (checked)."""
+    return dict(FEATURES)[check_choice(features, "features", tuple(FEATURES))]
+
+
 def fourier_ensembles():
     """The frequency ensembles :class:`RandomFourierFeatures` offers, in registration order.
 
@@ -498,13 +503,14 @@ class RandomFourierFeatures(RandomFeatures):
 
     def _checked_params(self):
         """``(kind, m, seed)`` for :meth:`RandomFeatures.fit` (which draws the offsets of kind offset)."""
-        features = check_choice(self.features, "features", tuple(FEATURES))
+        kind = features_kind(self.features)
         check_choice(self.ensemble, "ensemble", fourier_ensembles())
         r = check_int(self.n_components, "n_components")
-        if features == "paired" and r % 2:
-            raise ValueError(f"n_components must be even for features='paired' (r = 2m: a "
+        per = registry.entry("kind", kind).features_per_projection
+        if r % per:
+            raise ValueError(f"n_components must be even for features={self.features!r} (r = 2m: a "
                              f"cos/sin pair per frequency); got {r}")
-        return FEATURES[features], r // (2 if features == "paired" else 1), fit_seed(self.random_state)
+        return kind, r // per, fit_seed(self.random_state)
 
     def fit(self, X, y=None):
         """Draw the frequencies (then, for offset features, the offsets) for X; returns self.
@@ -760,7 +766,7 @@ class RandomFourierFeatures(RandomFeatures):
         self._checked_params()
         r = check_int_array(self.n_components if n_components is None else n_components,
                             "n_components")
-        per = estimator(FEATURES[self.features]).kind.features_per_projection
+        per = registry.entry("kind", features_kind(self.features)).features_per_projection
         if np.any(r % per):
             raise ValueError(f"n_components must be even for features='paired' (r = 2m); got "
                              f"{n_components!r}")

@@ -62,7 +62,6 @@ from .kernel_args import (  # noqa: F401  (re-exported: the kernels' argument co
     ENSEMBLE_CODES,
     HYPERBOLIC,
     IID,
-    KIND_CODES,
     OPRF,
     ORTHOGONAL,
     POSITIVE,

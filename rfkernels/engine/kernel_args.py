@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ..estimators import Kind, ensembles, registry
+from ..estimators import Kind, ensembles, hyperbolic, oprf, positive, registry, trig
 from ..numerics.scalar import source
 
 #: The kernels' ensemble codes (their argument ``ensemble``; ``False``/``True`` still mean
@@ -22,12 +22,23 @@ IID, ORTHOGONAL, SIMPLEX = ensembles.IID.code, ensembles.ORTHOGONAL.code, ensemb
 #: Every ensemble code the kernels take.
 ENSEMBLE_CODES = (IID, ORTHOGONAL, SIMPLEX)
 
-#: Codes of the built-in kinds, accepted wherever ``kind`` is (as are a registered
-#: kind's name and its :class:`rfkernels.estimators.Kind`): the kernels take
-#: the kind's terms from its registry entry, not from a code.
-POSITIVE, HYPERBOLIC, TRIG, OPRF = 0, 1, 2, 3
-KIND_CODES = {"positive": POSITIVE, "hyperbolic": HYPERBOLIC, "trig": TRIG, "oprf": OPRF}
-_CODE_NAMES = {code: name for name, code in KIND_CODES.items()}
+#: Codes of the built-in kinds (:attr:`rfkernels.estimators.Kind.code`), accepted
+#: wherever ``kind`` is (as are a registered kind's name and its
+#: :class:`rfkernels.estimators.Kind`): the kernels take the kind's terms from its
+#: registry entry, not from a code.
+POSITIVE, HYPERBOLIC, TRIG, OPRF = (positive.KIND.code, hyperbolic.KIND.code, trig.KIND.code,
+                                    oprf.KIND.code)
+
+
+def kind_codes():
+    """``{name: code}`` of the registered kinds that have a code."""
+    return {k.name: k.code for k in registry.entries("kind") if k.code is not None}
+
+
+def __getattr__(name):
+    if name == "KIND_CODES":  # the registry's, at the time of asking
+        return kind_codes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def kind_entry(kind):
@@ -36,11 +47,12 @@ def kind_entry(kind):
         return kind
     if isinstance(kind, str):
         return registry.entry("kind", kind)
+    codes = {code: name for name, code in kind_codes().items()}
     try:
-        return registry.entry("kind", _CODE_NAMES[int(kind)])
+        return registry.entry("kind", codes[int(kind)])
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"kind must be a registered kind, its name or one of the codes "
-                         f"{sorted(KIND_CODES.values())}; got {kind!r}") from None
+                         f"{sorted(codes)}; got {kind!r}") from None
 
 
 def kind_id(kind):
