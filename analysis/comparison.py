@@ -20,7 +20,7 @@ import numpy as np
 
 from rfkernels import engine, theory
 from rfkernels.backends import check_backend
-from rfkernels.estimators import Estimator, check_ensemble, check_kind, check_norms, estimator
+from rfkernels.estimators import Estimator, check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.validation import (
     check_bool,
     check_choice,
@@ -509,8 +509,7 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
         named = {f"dir_{i}": v for i, v in enumerate(directions)}
     rows = []
     for ensemble in ensembles:
-        # rows per block: d, or sorf's power of two D >= d
-        size = 1 << (d - 1).bit_length() if ensemble == "sorf" else d
+        size = registry.entry("ensemble", ensemble).block_rows(d)  # d, or sorf's power of two D >= d
         blocks = -(-m // size)  # projections per trial, rounded up to whole blocks
         for label, v in named.items():
             u = norm_u * v / np.linalg.norm(v)

@@ -193,8 +193,7 @@ def independent_rows(ensemble):
     """
     from rfkernels.estimators import registry
 
-    entry = registry.entry("ensemble", ensemble)
-    return not entry.blocked and entry.reduced_reason is None
+    return registry.entry("ensemble", ensemble).independent
 
 
 def point_kernel(point):

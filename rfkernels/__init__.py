@@ -18,7 +18,7 @@ identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
 """
 
-from .validation import ENSEMBLES, KINDS, NORMS, PAPER_KINDS
+from .estimators import registry as _registry
 from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate
 from .softmax import log_softmax_kernel, softmax_kernel
@@ -30,15 +30,17 @@ from .features import FEATURE_MAPS, feature_dimension
 from .transformer import RandomFeatures
 from .fourier import RandomFourierFeatures
 
-from .numerics.derf_fit import fit as fit_derf
+from .estimators.derf import fit_derf
 from .ranking import rank_estimators
 from .version import __version__
 
 __all__ = [
     "ENSEMBLES",
+    "KERNELS",
     "KINDS",
     "NORMS",
     "PAPER_KINDS",
+    "PRESETS",
     "RandomFeatures",
     "RandomFourierFeatures",
     "draw_phases",
@@ -58,3 +60,21 @@ __all__ = [
     "feature_dimension",
     "linear_attention",
 ]
+
+#: The lists users read, asked of the registry when read (so a kind registered
+#: later is in them): ``KINDS`` (every registered kind), ``PAPER_KINDS`` (the
+#: Performer paper's three), ``ENSEMBLES``, ``NORMS``, ``KERNELS``, ``PRESETS``.
+_LISTS = {
+    "KINDS": lambda: _registry.names("kind"),
+    "PAPER_KINDS": lambda: tuple(k.name for k in _registry.entries("kind") if k.paper),
+    "ENSEMBLES": lambda: _registry.names("ensemble"),
+    "NORMS": lambda: _registry.names("norms"),
+    "KERNELS": lambda: _registry.names("kernel"),
+    "PRESETS": lambda: _registry.names("preset"),
+}
+
+
+def __getattr__(name):
+    if name in _LISTS:
+        return _LISTS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -419,8 +419,8 @@ def _ratio(log_mse, base):
 
 def _finish_rows(rows, r):
     """The :class:`RankedEstimator` rows: ranked by log MSE (stable), then the unranked."""
-    base = next(((log, reason) for names, _, log, reason in rows if names == BASELINE),
-                (None, "not registered"))
+    by_names = {names: (log, reason) for names, _, log, reason in rows}
+    base = by_names.get(BASELINE, (None, "not registered"))  # the ratios' reference, by identity
     ranked = sorted((row for row in rows if row[3] is None), key=lambda row: row[2])
     out = []
     for rank, (names, m, log_mse, _) in enumerate(ranked, 1):

@@ -54,9 +54,6 @@ from .numerics.closed_form import log_expm1 as _log_expm1
 from .estimators import estimator, registry
 from .pairs import is_derf
 from .validation import (
-    KINDS,
-    NORMS,
-    PAPER_KINDS,
     check_bool,
     check_finite,
     check_int,
@@ -67,8 +64,9 @@ from .validation import (
 )
 
 #: Ensembles with a closed-form theory (the reference code's unfixed QR and
-#: SORF have none; simplex is exact for chi norms, see ``docs/beyond.rst``).
-THEORY_ENSEMBLES = ("iid", "orthogonal", "simplex")
+#: SORF have none; simplex is exact for chi norms, see ``docs/beyond.rst``):
+#: those whose entry has no ``theory_reason``, in the registry's order.
+THEORY_ENSEMBLES = tuple(e.name for e in registry.entries("ensemble") if e.theory_reason is None)
 #: Float64 arrays of the batch shape alive at once in a theory evaluation, an
 #: upper estimate for the memory checks: tracemalloc measures peaks of 16 (chi
 #: norms) and 34 (fixed norms, series) for 20000 points (tests/test_api_edges.py).
@@ -703,9 +701,6 @@ def pair(d, norm_x, norm_y, angle):
 
 __all__ = [
     "Geometry",
-    "KINDS",
-    "NORMS",
-    "PAPER_KINDS",
     "THEORY_ENSEMBLES",
     "exact_mse",
     "exact_mse_from_geometry",

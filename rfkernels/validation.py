@@ -11,23 +11,6 @@ import operator
 
 import numpy as np
 
-#: The built-in estimator kinds (feature maps), in the registry's order
-#: (:mod:`rfkernels.estimators` registers them, one module each; attention
-#: seeds use the index): ``"oprf"`` is the optimal positive random features
-#: of Likhosherstov et al. (2022), beyond the paper; ``"offset"`` the
-#: random-offset Fourier features of scikit-learn's ``RBFSampler``. Checks ask
-#: the registry, which also holds kinds registered later.
-KINDS = ("trig", "positive", "hyperbolic", "oprf", "offset")
-#: The Performer paper's three kinds (Lemma 2, Theorem 2, the paper's figures).
-PAPER_KINDS = ("trig", "positive", "hyperbolic")
-#: Projection ensembles of :func:`rfkernels.draw_projections`, appended in
-#: the same way: ``"simplex"`` (Reid et al. 2023), ``"sorf"`` (Yu et al. 2016) and
-#: ``"orthogonal-xformers"`` (xformers' law); the registry's order (tested), so
-#: that spawn keys built from an index stay what they were.
-ENSEMBLES = ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf", "orthogonal-xformers")
-#: Row-norm laws for the projections.
-NORMS = ("chi", "fixed", "antithetic")
-
 
 def check_choice(value, name, choices):
     """Return ``value`` if it is one of ``choices``, else raise ValueError listing them."""

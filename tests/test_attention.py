@@ -16,7 +16,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from rfkernels.validation import PAPER_KINDS
+from rfkernels import PAPER_KINDS
 from rfkernels.analysis.attention import (
     DEFAULT_INPUT_SCALE,
     AttentionMSETable,

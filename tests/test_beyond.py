@@ -21,7 +21,7 @@ import rfkernels
 from rfkernels import draw_projections, estimate, feature_map, log_estimate, theory
 from rfkernels.features import oprf_auto_a
 from rfkernels.projections import fwht, simplex_directions, sorf_blocks
-from rfkernels.validation import ENSEMBLES, KINDS, PAPER_KINDS
+from rfkernels import ENSEMBLES, KINDS, PAPER_KINDS
 
 
 def _z(samples, target):
@@ -29,8 +29,12 @@ def _z(samples, target):
     return (samples.mean() - target) / (samples.std(ddof=1) / np.sqrt(samples.size))
 
 
-def test_tuples_are_appended_and_paper_kinds_kept():
-    assert KINDS == ("trig", "positive", "hyperbolic", "oprf", "offset")
+def test_lists_are_the_registrys_and_paper_kinds_kept():
+    assert KINDS == rfkernels.estimators.names("kind")  # one list, the registry's
+    assert KINDS[:5] == ("trig", "positive", "hyperbolic", "oprf", "offset")  # appended
+    entry = rfkernels.estimators.entry
+    assert [entry("kind", k).seed_index for k in KINDS] == list(range(len(KINDS)))  # frozen
+    assert [entry("ensemble", e).seed_index for e in ENSEMBLES] == list(range(len(ENSEMBLES)))
     assert PAPER_KINDS == ("trig", "positive", "hyperbolic")
     assert ENSEMBLES == ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
                          "orthogonal-xformers")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from scipy import special
 
 import rfkernels.features as features_mod
-from rfkernels.validation import PAPER_KINDS as KINDS  # oprf: tests/test_beyond.py
+from rfkernels import PAPER_KINDS as KINDS  # oprf: tests/test_beyond.py
 from rfkernels.backends import cupy_available
 from rfkernels.features import (
     estimate,

@@ -10,7 +10,7 @@ import pytest
 from scipy import special, stats
 
 from rfkernels.estimators import registry
-from rfkernels.validation import ENSEMBLES, NORMS
+from rfkernels import ENSEMBLES, NORMS
 from rfkernels.backends import cupy_available
 from rfkernels.projections import draw_projections, orthogonal_blocks
 

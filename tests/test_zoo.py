@@ -18,7 +18,7 @@ from rfkernels import (
     feature_map,
     linear_attention,
 )
-from rfkernels.validation import PAPER_KINDS
+from rfkernels import PAPER_KINDS
 from rfkernels.backends import cupy_available
 
 RNG = np.random.default_rng(13)

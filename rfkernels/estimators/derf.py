@@ -43,6 +43,7 @@ import numpy as np
 from ..numerics import derf as dt
 from ..numerics import derf_fit
 from . import oprf, pair_law, registry
+from ..validation import check_choice
 
 #: The kinds of this module; the last three are fitted on a population.
 FITTED_KINDS = ("saderf", "aderf", "sderf")
@@ -209,11 +210,45 @@ def dispatch(params):
     return "oprf", {"A": p.a}
 
 
+#: The families :func:`fit_derf` fits (FAVOR+ and OPRF included, for comparisons).
+FIT_KINDS = ("favor+", "oprf", "saderf", "aderf", "sderf")
+_FITTERS = dict(zip(FIT_KINDS, (derf_fit.fit_favor_plus, derf_fit.fit_oprf, derf_fit.fit_saderf,
+                                derf_fit.fit_aderf, derf_fit.fit_sderf)))
+
+
+def fit_derf(kind, x, y):
+    r"""Fit ``kind`` (one of :data:`FIT_KINDS`) on queries ``x`` and keys ``y``.
+
+    Parameters
+    ----------
+    kind : {'favor+', 'oprf', 'saderf', 'aderf', 'sderf'}
+    x, y : array_like, shape (n1, d) and (n2, d)
+
+    Returns
+    -------
+    rfkernels.numerics.derf_fit.DERFFit
+
+    Notes
+    -----
+    Each kind minimises the mean over pairs of the log second moment
+    :math:`\overline{\log E[f_1^2f_2^2]}` within its family (FAVOR+ has no
+    free parameter); see :func:`rfkernels.numerics.derf_fit.fit_saderf`,
+    :func:`~rfkernels.numerics.derf_fit.fit_aderf`,
+    :func:`~rfkernels.numerics.derf_fit.fit_sderf`.
+
+    References
+    ----------
+    .. [1] V. Likhosherstov et al., "Dense-Exponential Random Features:
+       Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023.
+    """
+    return _FITTERS[check_choice(kind, "kind", FIT_KINDS)](x, y)
+
+
 def _fit(name):
     def fit(x, y):
-        return derf_fit.fit(name, x, y).keywords
+        return fit_derf(name, x, y).keywords
     fit.__doc__ = (f"Kind {name!r} fitted on queries ``x`` (n, d) and keys ``y`` (n', d): "
-                   ":func:`rfkernels.numerics.derf_fit.fit`.")
+                   ":func:`fit_derf`.")
     return fit
 
 

@@ -403,7 +403,7 @@ SORF = registry.register("ensemble", registry.Ensemble(
     blocked=True, cosine=None,
     reduced_reason=f"method='reduced': no reduced sampler yet for ensemble='sorf'; {_LITERAL}",
     theory_reason="no closed form for the sorf ensemble (Monte Carlo only)",
-    sample=_sorf, matrix_bytes=_sorf_bytes))
+    sample=_sorf, matrix_bytes=_sorf_bytes, block_rows=_next_pow2))
 
 #: xformers' FAVOR feature maps (SMOrf, SMHyperbolic, SMReg at commit 279e0833;
 #: :func:`xformers_features`): every row is coupled to every

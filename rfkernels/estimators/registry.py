@@ -323,6 +323,9 @@ class Ensemble:
         The exact MSE of kinds on ``x - y`` (:attr:`Kind.on_sum` False) is a
         numerical quadrature per pair (simplex blocks): callers evaluating
         many pairs interpolate it.
+    block_rows : callable
+        ``block_rows(d)``: the rows of one block in dimension d (d; SORF's
+        power of two D >= d).
     """
 
     name: str
@@ -340,6 +343,7 @@ class Ensemble:
     matrix_bytes: Callable = field(default=lambda m, d: 8 * 3 * int(m) * int(d))
     reference: bool = False
     quadrature_theory: bool = False
+    block_rows: Callable = field(default=lambda d: d)
 
 
 @dataclass(frozen=True)

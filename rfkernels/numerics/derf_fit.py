@@ -129,10 +129,8 @@ from scipy import linalg
 
 from . import derf
 from .oprf_simplex import oprf_optimal_a
-from ..validation import check_choice, check_matrix, check_same_d
+from ..validation import check_matrix, check_same_d
 
-#: The fitted kinds (FAVOR+ and OPRF included, for comparisons).
-FIT_KINDS = ("favor+", "oprf", "saderf", "aderf", "sderf")
 #: Smallest singular value of a data matrix, relative to its largest, that ADERF accepts.
 RANK_RTOL = 1e-8
 
@@ -186,7 +184,7 @@ class DERFFit:
     Attributes
     ----------
     kind : str
-        One of :data:`FIT_KINDS`.
+        The fitted family (:data:`rfkernels.estimators.derf.FIT_KINDS`).
     params : DERFParams
         From :func:`rfkernels.numerics.derf.derf_params` (validated, unbiased
         to its tolerance).
@@ -667,44 +665,10 @@ def fit_sderf(x, y):
     return _finish("sderf", params, x, y, mom)
 
 
-_FITTERS = {"favor+": fit_favor_plus, "oprf": fit_oprf, "saderf": fit_saderf,
-            "aderf": fit_aderf, "sderf": fit_sderf}
-
-
-def fit(kind, x, y):
-    r"""Fit ``kind`` (one of :data:`FIT_KINDS`) on queries ``x`` and keys ``y``.
-
-    Parameters
-    ----------
-    kind : {'favor+', 'oprf', 'saderf', 'aderf', 'sderf'}
-    x, y : array_like, shape (n1, d) and (n2, d)
-
-    Returns
-    -------
-    DERFFit
-
-    Notes
-    -----
-    Each kind minimises the mean over pairs of the log second moment
-    :math:`\overline{\log E[f_1^2f_2^2]}` within its family (FAVOR+ has no
-    free parameter); see :func:`fit_saderf`, :func:`fit_aderf`,
-    :func:`fit_sderf`.
-
-    References
-    ----------
-    .. [1] V. Likhosherstov et al., "Dense-Exponential Random Features:
-       Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023.
-    """
-    check_choice(kind, "kind", FIT_KINDS)
-    return _FITTERS[kind](x, y)
-
-
 __all__ = [
     "DERFFit",
-    "FIT_KINDS",
     "PopulationMoments",
     "RANK_RTOL",
-    "fit",
     "fit_aderf",
     "fit_favor_plus",
     "fit_oprf",
