@@ -76,44 +76,7 @@ one validation; :mod:`~rfkernels.analysis.monte_carlo.trials` runs the validated
 trials (proposals, chunks, accumulation, results).
 """
 
-from .mse import (
-    METHODS,
-    MIN_TAIL,
-    MOMENT_BLOCK,
-    PILOT_TRIALS,
-    PROPOSALS,
-    REACH_MIN,
-    TAIL_K_MAX,
-    TILT_LOG_MAX,
-    MonteCarloBatch,
-    MonteCarloResult,
-    TailDiagnostic,
-    monte_carlo_mse,
-    monte_carlo_mse_batch,
-    monte_carlo_mse_from_geometry,
-    pareto_k_hat,
-    peak_bytes,
-    tail_size,
-    trial_estimates,
-)
+from . import mse
+from .mse import *  # noqa: F401,F403  (the face: the entry points' public names)
 
-__all__ = [
-    "METHODS",
-    "PILOT_TRIALS",
-    "PROPOSALS",
-    "MIN_TAIL",
-    "MOMENT_BLOCK",
-    "REACH_MIN",
-    "TAIL_K_MAX",
-    "TILT_LOG_MAX",
-    "MonteCarloBatch",
-    "MonteCarloResult",
-    "TailDiagnostic",
-    "monte_carlo_mse",
-    "monte_carlo_mse_batch",
-    "monte_carlo_mse_from_geometry",
-    "pareto_k_hat",
-    "peak_bytes",
-    "tail_size",
-    "trial_estimates",
-]
+__all__ = list(mse.__all__)
