@@ -320,10 +320,11 @@ def lemma2_mse(x, y, m, kind, *, norms="chi", log=False):
         The pair(s) of inputs.
     m : int or array_like of int
         Number of projections (broadcast against the batch shape).
-    kind : {'trig', 'positive', 'hyperbolic'}
-        Estimator.
-    norms : {'chi'}
-        Lemma 2 holds for Gaussian projections only.
+    kind : str
+        A kind Lemma 2 speaks of (:data:`rfkernels.PAPER_KINDS`).
+    norms : str
+        Lemma 2 holds for independent chi(d) norms only (``'chi'``); the
+        others are refused with the reason.
     log : bool
         Return the natural log of the MSE.
 
@@ -479,16 +480,20 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     m : int or array_like of int
         Number of projections; orthogonal projections come in independent
         blocks of ``d`` rows, the last one partial.
-    kind : {'trig', 'positive', 'hyperbolic', 'oprf', 'offset'}
+    kind : str
+        A registered kind with an exact theory (:data:`rfkernels.KINDS`;
+        :func:`no_closed_form_reason` says why one has none). E.g.
         ``'oprf'``: optimal positive random features (``docs/beyond.rst``);
         ``'offset'``: random-offset Fourier features (scikit-learn's
         ``RBFSampler``; m outputs), whose MSE is trig's plus
         :math:`e^{|x|^2 + |y|^2}/(2m)` (``1/(2m)`` for the Gaussian kernel).
-    ensemble : {'iid', 'orthogonal', 'simplex'}
+    ensemble : str
+        An ensemble with a closed form (:data:`THEORY_ENSEMBLES`).
         ``'simplex'`` (simplex random features, blocks of d rows, the last
         partial) needs d >= 2 and chi norms.
-    norms : {'chi', 'fixed'}
-        Row norms: chi(d) (unbiased) or exactly ``sqrt(d)`` (biased; the
+    norms : str
+        A registered norm law (:data:`rfkernels.NORMS`). Row norms: chi(d)
+        (unbiased), coupled antithetic chi(d), or exactly ``sqrt(d)`` (biased; the
         MSE is then bias² plus variance). ``kind='oprf'`` and
         ``ensemble='simplex'`` have an exact theory with chi norms only.
     A : float or array_like, optional
