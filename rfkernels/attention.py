@@ -60,7 +60,6 @@ from .features import (
 from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
 from .estimators import estimator
 from .pairs import check_map_param, is_derf, refuse_derf_parameters, require_projections
-from .estimators.derf import attention_inputs, dense_attention_inputs
 from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
 from .presets import PRESETS as PRESET_ENTRIES
 from .presets import KeyState, check_preset, exact_presets, preset_attention, query_features
@@ -543,22 +542,25 @@ def linear_attention(
 
 def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="attention", causal=False,
                     stabilize=True, nonpositive="nan", block_size=None, caller="favor_attention"):
-    """A DERF kind's attention: fitted on Q and K (data-fitted kinds), then OPRF's on (q', k')."""
+    """A two-map kind's attention: fitted on Q and K (data-fitted kinds), then its map's ``runs_as`` on (q', k')."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
     require_projections(kind, W)
     q, k, _, _ = check_qkv(Q, K, V, causal, xp)
     est = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=q.shape[1])
     if est.needs_fit:
         est = est.fitted_on(to_numpy(q), to_numpy(k))
-    if est.kind.pair_transform is None:  # FAVOR+'s or OPRF's parameters: that kind, the same bits
-        q, k, a, label = q, k, getattr(est.params, "A", None), est.kind.name
+    fmap = est.kind.feature_map
+    if not fmap.two_roles:  # another kind's parameters (FAVOR+'s, OPRF's): that kind, the same bits
+        run, label = est.kind.name, est.kind.name
+        a = None if fmap.param is None else getattr(est.params, fmap.param.name)
     elif est.scalar_law:  # isotropic A: OPRF on (q', k')
-        (q, k, a), label = attention_inputs(est, q, k, xp), kind
+        (q, k, a), run, label = fmap.attention_inputs(est, q, k, xp), fmap.runs_as, kind
     else:  # a dense A: positive features in d + 2 dimensions
         w = check_matrix_xp(W, "W", "(m, d)", xp)
         check_same_d([q.shape, w.shape], ["Q", "W"])
-        (q, k, W), a, label = dense_attention_inputs(est, q, k, w, xp), None, kind
-    res = _linear_attention(q, k, V, W, "oprf" if a is not None else "positive", None, normalization,
+        (q, k, W), a, run, label = (fmap.dense_attention_inputs(est, q, k, w, xp), None,
+                                    fmap.dense_runs_as, kind)
+    res = _linear_attention(q, k, V, W, run, None, normalization,
                             causal, stabilize, nonpositive, block_size, caller, a)
     return replace(res, kind=label)
 

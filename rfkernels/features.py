@@ -45,7 +45,6 @@ import numpy as np
 from .backends import get_array_module
 from .estimators import estimator, registry
 from .estimators.spec import refuse_parameter
-from .estimators.derf import features as derf_features
 from .pairs import (
     check_map_param,
     check_memory_pairs,
@@ -138,13 +137,13 @@ def _resolve_param(fmap, A, x, y):
 
 def mapped_kinds():
     """The registered kinds with one literal feature map (:attr:`Kind.feature_map`), in the registry's order."""
-    return tuple(k.name for k in registry.entries("kind") if k.feature_map is not None)
+    return tuple(k.name for k in registry.entries("kind")
+                 if k.feature_map is not None and not k.feature_map.two_roles)
 
 
 def sum_normalizable():
     """The maps whose features are non-negative (sum normalisation is defined), registry first."""
-    return tuple(k.name for k in registry.entries("kind")
-                 if k.feature_map is not None and k.nonnegative) + NONNEGATIVE_MAPS
+    return tuple(k for k in mapped_kinds() if registry.entry("kind", k).nonnegative) + NONNEGATIVE_MAPS
 
 
 def check_feature_map(kind, W, nu, sum_normalize, d=None, A=None):
@@ -300,7 +299,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
     sum_normalize : bool, default False
         Return :math:`\varphi(x) / \sum_l \varphi_l(x)` (Schlag et al.'s sum
         normalisation [2]_: entries in [0, 1] summing to 1). Only for the
-        non-negative maps :data:`SUM_NORMALIZABLE`; computed where positive
+        non-negative maps (:func:`sum_normalizable`); computed where positive
         per-row factors cancel, so it does not overflow where φ would.
     A : float or "auto", optional
         The parameter of ``kind="oprf"`` (required there, refused for the
@@ -452,11 +451,12 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
 
 
 def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
-    """:func:`feature_map` of a DERF kind: validated, then :func:`rfkernels.estimators.derf.features`."""
-    if registry.entry("kind", kind).population:
+    """:func:`feature_map` of a kind with two maps: validated, then its map's ``features``."""
+    entry = registry.entry("kind", kind)
+    if entry.population:
         raise ValueError(f"kind={kind!r} is fitted on a population of queries and keys, not on the "
                          "rows of one map: fit = rfkernels.fit_derf(kind, Q, K), then "
-                         "feature_map(X, W, 'derf', **fit.keywords, role=...)")
+                         f"feature_map(X, W, {entry.feature_map.given_kind!r}, **fit.keywords, role=...)")
     require_projections(kind, W)
     xp = get_array_module(X, W)
     x, x1 = check_rows(X, "X", xp)
@@ -465,14 +465,16 @@ def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
     target, scale = check_target(kernel, gamma)
     w = check_projections(W, xp)
     check_same_d([x.shape, w.shape], ["X", "W"])
-    if not hasattr(params, "derf"):  # FAVOR+'s or OPRF's parameters: that kind, the same bits
-        return feature_map(X, W, est.kind.name, A=getattr(params, "A", None), kernel=kernel, gamma=gamma)
+    if est.kind is not entry:  # another kind's parameters (FAVOR+'s, OPRF's): that kind, the same bits
+        param = est.kind.feature_map.param
+        values = {} if param is None else {param.name: getattr(params, param.name)}
+        return feature_map(X, W, est.kind.name, kernel=kernel, gamma=gamma, **values)
     p = params.derf
     check_memory_pairs(x, None, w, xp)
     x = scale * x if scale != 1.0 else x
     shift = target.log_factor(0.5 * xp.sum(x * x, axis=1, keepdims=True))
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        phi = derf_features(x, w, p, role, xp, shift)
+        phi = entry.feature_map.features(x, w, p, role, xp, shift)
     require_finite(phi, xp, f"feature_map(kind={kind!r})", "log_estimate")
     return phi[0] if x1 else phi
 

@@ -41,8 +41,11 @@ def check_projections(value, xp):
 
 
 def is_derf(kind):
-    """A registered kind with a query map and a key map (DERF's: :attr:`Kind.pair_transform`)."""
-    return isinstance(kind, str) and kind in names("kind") and entry("kind", kind).pair_transform is not None
+    """A registered kind with a query map and a key map (its map is a :class:`~rfkernels.estimators.maps.PairMap`)."""
+    if not isinstance(kind, str) or kind not in names("kind"):
+        return False
+    fmap = entry("kind", kind).feature_map
+    return fmap is not None and fmap.two_roles
 
 
 def refuse_derf_parameters(kind, B_query, B_key):

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfkernels.estimators import estimator, oprf, registry
-from rfkernels.estimators.derf import attention_inputs
+from rfkernels.estimators import estimator, registry
 
-from ..attention_theory import FIRST_ORDER_KINDS, attention_mse_first_order
+from ..attention_theory import attention_mse_first_order, first_order_kinds
 from ..points import independent_rows
 
 __all__ = ["KindView", "first_order", "fit_views"]
@@ -42,8 +41,10 @@ def fit_views(kinds, q, k):
         entry = registry.entry("kind", kind)
         if entry.population:
             est = estimator(kind).fitted_on(q, k)
-            qt, kt, a = attention_inputs(est, q, k, np)
-            out[kind] = KindView(qt, kt, oprf.KIND.name, {"A": float(a)})
+            fmap = entry.feature_map
+            qt, kt, a = fmap.attention_inputs(est, q, k, np)
+            param = registry.entry("kind", fmap.runs_as).feature_map.param
+            out[kind] = KindView(qt, kt, fmap.runs_as, {param.name: float(a)})
         else:
             out[kind] = KindView(q, k, kind, {} if entry.fit is None else dict(entry.fit(q, k)))
     return out
@@ -53,9 +54,9 @@ def first_order(plan, views, v, seed):
     """Per kind: (MSE at m = 1, its stderr, the normaliser's relative variance) or the reason there is none."""
     out = {}
     for kind in plan.kinds:
-        if kind not in FIRST_ORDER_KINDS:
+        if registry.entry("kind", kind).first_order is None:
             out[kind] = (f"no first-order theory for kind={kind!r} "
-                         f"(it has one for {', '.join(FIRST_ORDER_KINDS)})")
+                         f"(it has one for {', '.join(first_order_kinds())})")
         elif not any(independent_rows(e) for e in plan.ensembles):
             out[kind] = "the first-order theory is for iid projections only"
         elif not registry.entry("norms", plan.norms).independent_chi:

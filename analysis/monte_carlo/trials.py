@@ -21,7 +21,6 @@ import numpy as np
 
 from rfkernels import engine
 from rfkernels.backends import array_namespace, to_numpy
-from rfkernels.estimators.derf import log_features
 from rfkernels.features import feature_map, log_estimate
 from rfkernels.projections import draw_phases, draw_projections
 from rfkernels.rng import key_from_seed
@@ -148,7 +147,7 @@ def literal_chunks(s, first=0):
         b = draw_phases(s.m, seed=gen, backend=draw_backend) if s.est.kind.random_phase else None
         return w, b
 
-    if s.est.kind.pair_transform is not None:  # DERF: a query map and a key map
+    if s.est.kind.feature_map.two_roles:  # a query map and a key map (DERF)
         estimates, log_estimates = _derf_literal(s, X, Y, xp)
     # pairs sharing one value of the kind's parameter (OPRF's A per pair; None for a kind
     # without one) go through one feature_map call
@@ -204,6 +203,7 @@ def literal_chunks(s, first=0):
 def _derf_literal(s, X, Y, xp):
     """``(estimates, log_estimates)`` of a DERF kind: the two maps' log features, per trial's W."""
     p, c = s.a[0], s.est.scale  # every pair shares the parameters
+    log_features = s.est.kind.feature_map.log_features
     rows = []
     for Z in (X, Y):
         z = c * Z if c != 1.0 else Z

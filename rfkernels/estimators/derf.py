@@ -42,7 +42,7 @@ import numpy as np
 
 from ..numerics import derf as dt
 from ..numerics import derf_fit
-from . import oprf, pair_law, registry
+from . import maps, oprf, pair_law, registry
 from ..validation import check_choice
 
 #: The kinds of this module; the last three are fitted on a population.
@@ -259,28 +259,6 @@ _SUMMARY = {
     "sderf": "symmetric DERF: dense A, B_query = B_key fitted on a population",
 }
 
-KINDS = {}
-for _name in DERF_KINDS:
-    _fitted = _name in FITTED_KINDS
-    KINDS[_name] = registry.register("kind", registry.Kind(
-        name=_name, summary=_SUMMARY[_name],
-        features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
-        terms=oprf.terms, scalar_terms=oprf.scalar_terms, log_mse=log_mse,
-        theory_reason=theory_reason, resolve=resolve,
-        fixed_params=lambda value: DERFKindParams(params_of(value)),
-        constants=constants, tilt_slope=tilt_slope, needs_squared_norms=True,
-        theory_needs_vectors=True,
-        param_names=() if _fitted else ("A", "B_query", "B_key"),
-        check_params=_fitted_check(_name) if _fitted else check_derf_params,
-        fit=_fit(_name) if _fitted else None,
-        population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
-        dispatch=None if _fitted else dispatch,
-        diagnose_reason=(_DIAGNOSE_REASON if _name == "sderf" else
-                         None if _fitted else _GIVEN_REASON),
-        seed_index=5 + DERF_KINDS.index(_name),  # after the five kinds before them
-        example=None if _fitted else (lambda d: {"A": -0.1, "B_query": 0.9 * np.eye(d)}),
-    ))
-del _name, _fitted
 
 
 def attention_inputs(est, q, k, xp):
@@ -323,3 +301,34 @@ def dense_attention_inputs(est, q, k, w, xp):
     kappa = xp.sum((w @ xp.asarray(p.A)) * w, axis=1)
     wt = xp.concatenate([w, kappa[:, None], xp.zeros((w.shape[0], 1))], axis=1)
     return qt, kt, wt
+
+
+#: The family's map: a query map and a key map; attention as OPRF on transformed
+#: rows (isotropic A) or FAVOR+ in d + 2 dimensions (a dense A).
+MAP = maps.PairMap(features=features, log_features=log_features, attention_inputs=attention_inputs,
+                   dense_attention_inputs=dense_attention_inputs, runs_as=oprf.KIND.name,
+                   dense_runs_as="positive", given_kind="derf")
+
+KINDS = {}
+for _name in DERF_KINDS:
+    _fitted = _name in FITTED_KINDS
+    KINDS[_name] = registry.register("kind", registry.Kind(
+        name=_name, summary=_SUMMARY[_name],
+        features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
+        terms=oprf.terms, scalar_terms=oprf.scalar_terms, log_mse=log_mse,
+        theory_reason=theory_reason, resolve=resolve,
+        fixed_params=lambda value: DERFKindParams(params_of(value)),
+        constants=constants, tilt_slope=tilt_slope, needs_squared_norms=True,
+        theory_needs_vectors=True,
+        param_names=() if _fitted else ("A", "B_query", "B_key"),
+        check_params=_fitted_check(_name) if _fitted else check_derf_params,
+        fit=_fit(_name) if _fitted else None,
+        population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
+        dispatch=None if _fitted else dispatch,
+        diagnose_reason=(_DIAGNOSE_REASON if _name == "sderf" else
+                         None if _fitted else _GIVEN_REASON),
+        seed_index=5 + DERF_KINDS.index(_name),  # after the five kinds before them
+        example=None if _fitted else (lambda d: {"A": -0.1, "B_query": 0.9 * np.eye(d)}),
+        feature_map=MAP,
+    ))
+del _name, _fitted

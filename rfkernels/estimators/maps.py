@@ -10,6 +10,9 @@ it; none of them asks for a kind's name):
   OPRF: :math:`\sqrt{1-4A}\,\omega_l^\top x + A|\omega_l|^2 + \tfrac d4 \log(1-4A)`).
   Non-negative: sum normalisation, the log-sum-exp estimate and the
   max-shifted attention features all work on the exponents.
+- :class:`PairMap`: a query map and a key map (the DERF family),
+  :math:`f_1(\omega, x) f_2(\omega, y)` estimating the kernel; its attention
+  runs as another kind's on transformed rows.
 - :class:`SignedMap`: :math:`\varphi(x) = e^{|x|^2/2} c\, s(x)` with a
   bounded, signed part :math:`s` (trig: :math:`[\sin, \cos](\omega^\top x)`;
   offset: :math:`\sqrt 2 \cos(\omega^\top x + b)`). Its log estimate is the
@@ -29,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-__all__ = ["ExponentialMap", "MapParam", "SignedMap"]
+__all__ = ["ExponentialMap", "MapParam", "PairMap", "SignedMap"]
 
 
 def _same(a):
@@ -78,6 +81,8 @@ class ExponentialMap:
 
     #: Features are >= 0 (sum normalisation and log-sum-exp apply).
     nonnegative = True
+    #: One map serves queries and keys.
+    two_roles = False
     #: The kind's features need no phases.
     needs_phase = False
     #: Max-shifted (stabilised) attention features exist.
@@ -147,6 +152,8 @@ class SignedMap:
 
     #: Features can be negative (no sum normalisation; the log estimate carries a sign).
     nonnegative = False
+    #: One map serves queries and keys.
+    two_roles = False
 
     def sum_normalised(self, proj, w, value, xp):
         """Refused: a signed map's features can sum to 0."""
@@ -166,3 +173,49 @@ class SignedMap:
     def key_log_features(self, proj, w, half_sq, value, xp, r=_same, phase=None):
         """``(log-part, sign-part)`` of the key features: :math:`|k|^2/2` and the bounded part."""
         return half_sq, self.parts(proj, phase, xp, r)
+
+
+@dataclass(frozen=True)
+class PairMap:
+    """A query map and a key map whose product estimates the kernel (the DERF family).
+
+    Attributes
+    ----------
+    features : callable
+        ``features(x, w, params, role, xp, shift) -> (n, m)``: the features
+        of the rows ``x`` for ``role`` ``"query"`` or ``"key"`` (``params``:
+        the fitted or given parameters; ``shift``: a per-row log factor).
+    log_features : callable
+        The same, as logs (``log(sqrt(m) f)``), for estimates that overflow.
+    attention_inputs : callable
+        ``attention_inputs(est, q, k, xp) -> (q', k', value)``: the rows at
+        which this kind's attention *is* ``runs_as``'s with its map parameter
+        ``value`` (a scalar law: DERF with an isotropic A is OPRF).
+    dense_attention_inputs : callable
+        ``dense_attention_inputs(est, q, k, w, xp) -> (q', k', w')``: the
+        rows and projections at which the attention of a non-scalar law (a
+        dense A) is ``dense_runs_as``'s.
+    runs_as, dense_runs_as : str
+        The registered kinds whose one-map attention serves it.
+    given_kind : str
+        The kind whose keyword parameters a fit's ``keywords`` are (the
+        user-given form of the family: ``feature_map(X, W, given_kind, **fit.keywords)``).
+    """
+
+    features: Callable
+    log_features: Callable
+    attention_inputs: Callable
+    dense_attention_inputs: Callable
+    runs_as: str
+    dense_runs_as: str
+    given_kind: str
+    param = None
+
+    #: Features are >= 0.
+    nonnegative = True
+    #: A query map and a key map.
+    two_roles = True
+    #: The kind's features need no phases.
+    needs_phase = False
+    #: favor_attention takes it (through ``attention_inputs``).
+    attention_reason = None
