@@ -43,7 +43,7 @@ from .attention_data import (
     seed_indices,
     study_inputs,
 )
-from .lean_favor import LEAN_KINDS, LeanFavor, one_blas_thread
+from .lean_favor import LeanFavor, lean_kinds, one_blas_thread
 
 __all__ = ["attention_mse"]
 
@@ -204,12 +204,13 @@ def attention_mse(
                     seed=np.random.SeedSequence(entropy, spawn_key=key),
                 )
                 t0 = time.perf_counter()
-                if lean is not None and kind in LEAN_KINDS:
+                if lean is not None and kind in lean_kinds():
                     output, n_bad = lean.output(w, kind, nonpositive)
                 else:
-                    fitted = registry.entry("kind", kind).fit is not None  # OPRF: A* of the data
+                    param = registry.entry("kind", kind).feature_map.param  # OPRF: A* of the data
+                    fitted = {} if param is None else {param.name: "auto"}
                     res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive,
-                                          A="auto" if fitted else None)
+                                          **fitted)
                     output, n_bad = res.output, res.n_nonpositive_denominators
                 err = output - exact
                 mse[g, s] = float(xp.mean(err * err))

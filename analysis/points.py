@@ -184,12 +184,8 @@ def output_dimension(kind, m):
 def independent_rows(ensemble):
     """Whether a registered ensemble draws every row independently (iid rows).
 
-    The law Lemma 2 and the first-order attention theory assume. The
-    registry's pair law couples rows only within blocks
-    (:attr:`rfkernels.estimators.Ensemble.blocked`), so an ensemble without
-    blocks whose scalar projections the reduced engine draws (no
-    ``reduced_reason``) has independent rows; one coupled without blocks
-    (xformers' feature maps) has no reduced law.
+    The law Lemma 2 and the first-order attention theory assume: the
+    entry's :attr:`rfkernels.estimators.Ensemble.independent`.
     """
     from rfkernels.estimators import registry
 

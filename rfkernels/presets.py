@@ -191,7 +191,7 @@ def check_preset(name, kind, causal=False):
         raise ValueError(reason)
     if causal and not entry.exact:
         raise ValueError(f"preset {entry.name!r}: only bidirectional attention is reproduced; "
-                         f"causal=True needs preset in {', '.join(map(repr, exact_presets()))}")
+                         f"causal=True needs {' or '.join(f'preset={p!r}' for p in exact_presets())}")
     return entry
 
 

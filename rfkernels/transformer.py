@@ -213,11 +213,16 @@ class RandomFeatures:
     # ------------------------------------------------------------ fitting
 
     def _checked_params(self):
+        if self.kind in registry.names("kind") and self.kind not in mapped_kinds():
+            raise ValueError(f"kind={self.kind!r} has no one literal feature map for RandomFeatures "
+                             f"(a query map and a key map, or none); it takes "
+                             f"{', '.join(map(repr, mapped_kinds()))}")
         kind = check_choice(self.kind, "kind", mapped_kinds())  # the kinds with one literal map
         r = check_int(self.n_components, "n_components")
         param = registry.entry("kind", kind).feature_map.param
-        if param is not None and self.A is None:
-            raise ValueError(param.missing)
+        if param is not None and getattr(self, param.name, None) is None:
+            raise ValueError(f"kind={kind!r} needs its parameter {param.name}: a float or 'auto' "
+                             "(fitted on the training data); got None")
         per = estimator(kind, A=self.A).kind.features_per_projection  # A checked there, once
         if r % per:
             raise ValueError(f"n_components must be even for kind={kind!r} (r = 2m: a sin/cos "

@@ -22,7 +22,7 @@ from rfkernels.estimators import registry
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCANNED = ("rfkernels", "analysis")
 REGISTRY = ROOT / "rfkernels" / "estimators"
-AXES = ("kind", "ensemble", "norms")
+AXES = ("kind", "ensemble", "norms", "preset")
 
 
 def _names():

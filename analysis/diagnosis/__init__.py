@@ -6,10 +6,12 @@ error never falls below 100%"): how large :math:`|q + k|^2` gets on their
 data, what each estimator's exact kernel error is there, what error it
 gives the attention output, whether that beats the baselines every
 estimator must beat, and which estimator and how many features reach a
-target. Every registered kind and ensemble can be diagnosed; data-fitted
-kinds (OPRF's ``A*`` today) are fitted on each head's queries and keys
-through their registry entry (:attr:`rfkernels.estimators.Kind.fit`), so a
-kind registered later appears without a change here.
+target. Every registered kind whose entry does not refuse it
+(:attr:`rfkernels.estimators.Kind.diagnose_reason`, or attention's refusal)
+and every ensemble can be diagnosed; data-fitted kinds (OPRF's ``A*``, the
+isotropic DERF kinds) are fitted on each head's queries and keys through
+their registry entry (:attr:`rfkernels.estimators.Kind.fit`), so a kind
+registered later appears without a change here.
 
 Conventions
 -----------
@@ -44,7 +46,8 @@ Conventions
 - **Baselines.** Uniform attention (every row the mean of V) and a zero
   output, their MSE exact over all rows. ``worse_than_uniform``: the
   attention MSE exceeds the uniform MSE by more than 2 standard errors.
-- **First-order theory** (iid, trig/positive/hyperbolic,
+- **First-order theory** (independent rows, the kinds with
+  :attr:`rfkernels.estimators.Kind.first_order`,
   :func:`rfkernels.analysis.attention_mse_first_order`) on
   ``first_order_queries`` rows, exactly proportional to 1/m, with the
   normalisers' relative standard deviation ``normaliser_rel_sd`` from the

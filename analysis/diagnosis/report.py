@@ -15,6 +15,7 @@ import io
 import math
 
 from rfkernels.estimators import registry
+from rfkernels.presets import preset as preset_entry
 
 __all__ = ["CSV_COLUMNS", "markdown_report", "null_reason", "write_csv"]
 
@@ -56,10 +57,10 @@ _OTHER_NULLS = {
     "rounding_mse": lambda row: "every draw overflowed in this dtype, or a row failed in each",
     "rounding_to_sampling": lambda row: "no finite rounding or sampling MSE",
     "stabiliser_share_mean": lambda row: ("preset 'rfkernels' adds no epsilon"
-                                          if row.get("preset") == "rfkernels" else
+                                          if _exact(row.get("preset")) else
                                           "every draw's features overflowed"),
     "stabiliser_share_max": lambda row: ("preset 'rfkernels' adds no epsilon"
-                                         if row.get("preset") == "rfkernels" else
+                                         if _exact(row.get("preset")) else
                                          "every draw's features overflowed"),
 }
 
@@ -144,9 +145,14 @@ def _nonnegative(kind):
     return registry.entry("kind", kind).nonnegative
 
 
+def _exact(name):
+    """Whether the preset ``name`` (None: none) computes the estimators exactly (:attr:`Preset.exact`)."""
+    return name is not None and preset_entry(name).exact
+
+
 def _name(row):
     text = f"{row['kind']} {row['ensemble']}"
-    return text if row["preset"] == "rfkernels" else f"{text} ({row['preset']})"
+    return text if _exact(row["preset"]) else f"{text} ({row['preset']})"
 
 
 def _table(header, lines):
@@ -262,10 +268,10 @@ def _summary_table(diag):
 
 
 def _presets(diag):
-    rows = [r for r in diag.summary if r["preset"] != "rfkernels"]
+    rows = [r for r in diag.summary if not _exact(r["preset"])]
     if not rows:
         return []
-    plain = {(r["kind"], r["ensemble"], r["m"]): r for r in diag.summary if r["preset"] == "rfkernels"}
+    plain = {(r["kind"], r["ensemble"], r["m"]): r for r in diag.summary if _exact(r["preset"])}
     lines = []
     for row in rows:
         ref = plain.get((row["kind"], row["ensemble"], row["m"]))

@@ -178,8 +178,7 @@ def _grid_checks(plan):
             estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
     # a DERF kind runs as OPRF on its transformed head (views), with rfkernels' numerics
     plan.preset_kinds = [(p, kind) for p in plan.presets for kind in plan.kinds
-                         if kind in preset_entry(p).kinds
-                         or (p == "rfkernels" and registry.entry("kind", kind).population)]
+                         if kind in preset_entry(p).kinds]
     if not plan.preset_kinds:
         raise ValueError(f"no preset among {', '.join(map(repr, plan.presets))} offers a kind among "
                          f"{', '.join(map(repr, plan.kinds))} (e.g. 'performer-pytorch' offers "
@@ -475,7 +474,7 @@ def _attention_fields(draws, bad, exact_ms, uniform_mse):
 
 def _preset_fields(cell, preset):
     """The stabiliser's share of the normalisers and the overflows of a library preset."""
-    if preset == "rfkernels":
+    if preset_entry(preset).exact:
         return {"stabiliser_share_mean": None, "stabiliser_share_max": None, "overflow_draws": 0}
     ok = cell[4] == 0
     return {"stabiliser_share_mean": float(np.mean(cell[2][ok])) if ok.any() else None,
@@ -496,7 +495,7 @@ def _head_rows(plan, res):
                "params": {k: float(v) for k, v in res["fitted"][kind].items()}}
         row.update(_attention_fields(cell[0], cell[1], res["exact_ms"], res["uniform_mse"]))
         row.update(_preset_fields(cell, p))
-        if p == "rfkernels":
+        if preset_entry(p).exact:
             row.update(_first_order_fields(res, kind, ens, m, row["attention_mse"]))
             row.update(_kernel_fields(res["kernel"], kind, ens, m))
         else:

@@ -54,9 +54,9 @@ def mean_product(px, py, phase, xp):
 
 
 #: Why attention does not take offset features.
-ATTENTION_REASON = ("kind='offset' is scikit-learn's RBFSampler map for kernel machines: its "
-                    "features need the phases drawn with W, which attention does not take; use "
-                    "kind='trig' (the same kernel without the phase term's variance)")
+ATTENTION_REASON = ("scikit-learn's RBFSampler map for kernel machines, whose features need the "
+                    "phases drawn with W, which attention does not take; use kind='trig' (the same "
+                    "kernel without the phase term's variance)")
 
 KIND = registry.register("kind", registry.Kind(
     name="offset", seed_index=4,

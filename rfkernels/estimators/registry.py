@@ -213,7 +213,8 @@ class Kind:
         normalisation, attention and its presets all compute with it. None:
         the kind has no map of its own (``feature_map_reason`` says why).
     feature_map_reason : str
-        Why there is no ``feature_map`` (the one error every literal entry raises).
+        Why there is no ``feature_map`` (the error the literal entries raise
+        for the kind; a default sentence where empty).
     first_order : tuple or None
         The first-order attention theory's ``E[g_j g_j']`` of one
         projection (:mod:`rfkernels.analysis.attention_theory`, MATH.md) as
