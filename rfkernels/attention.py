@@ -59,7 +59,7 @@ from .features import (
 )
 from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
 from .estimators import estimator
-from .pairs import check_map_param, is_derf, refuse_derf_parameters, require_projections
+from .pairs import check_map_param, fit_map_param, is_derf, refuse_derf_parameters, require_projections
 from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
 from .presets import PRESETS as PRESET_ENTRIES
 from .presets import KeyState, check_preset, exact_presets, preset_attention, query_features
@@ -639,7 +639,7 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
                              f"block_size={block}")
 
     if isinstance(A, str):  # "auto": fitted by the map on the queries and keys (OPRF: O((L + L_k) d))
-        A = fmap.param.fit(to_numpy(q), to_numpy(k))
+        A = fit_map_param(kind, A, q, k)
     if entry is not None:  # a library's numerics (rfkernels.presets)
         if xp is not np:
             raise ValueError(f"preset={entry.name!r} runs on NumPy arrays only")

@@ -48,6 +48,7 @@ from .estimators.spec import refuse_parameter
 from .pairs import (
     check_map_param,
     check_memory_pairs,
+    fit_map_param,
     check_pair,
     check_phase,
     check_projections,
@@ -123,16 +124,6 @@ def oprf_auto_a(X, Y=None):
                          f"and {y.shape}")
     check_same_d([x.shape, y.shape], ["X", "Y"])
     return registry.entry("kind", "oprf").fit(x, y)["A"]
-
-
-def _resolve_param(fmap, A, x, y):
-    """A float from a checked map parameter (``'auto'``: fitted by the map on the rows, on the host)."""
-    if isinstance(A, str):
-        from .backends import to_numpy
-
-        x = to_numpy(x)
-        return fmap.param.fit(x, x if y is None else to_numpy(y))
-    return A
 
 
 def mapped_kinds():
@@ -431,7 +422,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         check_memory_pairs(x, None, w, xp)
         if scale != 1.0:
             x = scale * x
-        A = _resolve_param(registry.entry("kind", kind).feature_map, A, x, None)
+        A = fit_map_param(kind, A, x, x)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if sum_normalize:
             phi = _sum_normalised(x, w, kind, nu, xp, A)
@@ -538,8 +529,7 @@ def estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None)
     check_memory_pairs(x, y, w, xp)
     if scale != 1.0:
         x, y = scale * x, scale * y
-    fmap = registry.entry("kind", kind).feature_map
-    A = _resolve_param(fmap, check_map_param(kind, A), x, y)
+    A = fit_map_param(kind, check_map_param(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         k = (_features(x, w, kind, xp, A, phase, target)
              @ _features(y, w, kind, xp, A, phase, target).T)
@@ -647,7 +637,7 @@ def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=N
     if scale != 1.0:
         x, y = scale * x, scale * y
     fmap = registry.entry("kind", kind).feature_map
-    A = _resolve_param(fmap, check_map_param(kind, A), x, y)
+    A = fit_map_param(kind, check_map_param(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         sign, logabs = _log_estimate(x, y, w, fmap, xp, A, phase, target)
     # -inf is legitimate (trig, exactly zero mean); NaN or +inf means |x|² or ω·x overflowed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backends import get_array_module
+from .backends import get_array_module, to_numpy
 from .estimators.registry import check_kind, entries, entry, names
 from .estimators.spec import refuse_parameter
 from .validation import check_finite, check_memory, check_same_d
@@ -156,9 +156,9 @@ def require_finite(a, xp, what, log_name):
 
 
 def fit_map_param(kind, A, x, y):
-    """A checked map parameter (:func:`check_map_param`), ``'auto'`` fitted by the map on host rows x, y."""
+    """A checked map parameter (:func:`check_map_param`), ``'auto'`` fitted by the map on rows x, y (on the host)."""
     if isinstance(A, str):
-        return entry("kind", kind).feature_map.param.fit(x, y)
+        return entry("kind", kind).feature_map.param.fit(to_numpy(x), to_numpy(y))
     return A
 
 
