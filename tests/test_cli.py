@@ -532,7 +532,7 @@ def test_help_lists_the_choices(command, option, which, capsys):
 def test_a_kind_registered_later_is_a_choice(capsys):
     from dataclasses import replace
 
-    registry.register("kind", replace(registry.entry("kind", "positive"), name="toy-kind"))
+    registry.register("kind", replace(registry.entry("kind", "positive"), name="toy-kind", seed_index=None))
     try:
         assert _parse("compare", "--kind", "toy-kind,trig").kind == ["toy-kind", "trig"]
         assert _parse("mse", "--kind", "toy-kind").kind == "toy-kind"

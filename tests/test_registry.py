@@ -151,7 +151,7 @@ def test_theory_entries_receive_the_vectors(toy):
         return toy.log_mse(geom, m, est)
 
     registry.register("kind", dataclasses.replace(toy.KIND, name="toyv", log_mse=log_mse,
-                                                  theory_needs_vectors=True))
+                                                  theory_needs_vectors=True, seed_index=None))
     try:
         x, y = theory.pair(6, 0.3, 0.2, 1.1)
         assert theory.exact_mse(x, y, 5, "toyv") == theory.exact_mse(x, y, 5, "toy")

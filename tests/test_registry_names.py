@@ -131,3 +131,23 @@ CODES = {"positive": 0}
     hits = scan(bad, names)
     assert len(hits) == 7, hits
     assert not scan('def g(kind):\n    return kind == "softmax" or kind in ("identity", "elu1")\n', names)
+
+
+def test_seed_indices_are_frozen_and_distinct():
+    """Studies seed by the entry's frozen index: today's positions, and a second one is refused."""
+    from dataclasses import replace
+
+    import pytest
+
+    for axis in ("kind", "ensemble"):
+        got = [registry.entry(axis, n).seed_index for n in registry.names(axis)]
+        assert got == list(range(len(got)))
+    clash = replace(registry.entry("kind", "positive"), name="positive-again")
+    with pytest.raises(ValueError, match="seed_index=1 is registered already"):
+        registry.register("kind", clash)
+    assert "positive-again" not in registry.names("kind")
+    plugin = registry.register("kind", replace(clash, seed_index=None))
+    try:
+        assert plugin.seed_index >= registry.PLUGIN_SEED_BASE
+    finally:
+        registry.unregister("kind", "positive-again")

@@ -47,6 +47,12 @@ def register(axis, entry):
         raise ValueError(f"a {axis} named {name!r} is registered already")
     if getattr(entry, "seed_index", 0) is None:  # a plugin's: stable, and apart from the built-ins'
         entry = replace(entry, seed_index=PLUGIN_SEED_BASE + zlib.crc32(name.encode()) % PLUGIN_SEED_BASE)
+    index = getattr(entry, "seed_index", None)
+    taken = [e.name for e in _ENTRIES[axis].values() if index is not None
+             and getattr(e, "seed_index", None) == index]
+    if taken:
+        raise ValueError(f"a {axis} with seed_index={index} is registered already ({taken[0]!r}); "
+                         "seed indices name a study's random streams and must differ")
     _ENTRIES[axis][name] = entry
     return entry
 
