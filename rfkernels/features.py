@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backends import get_array_module
-from .estimators import estimator, registry
+from .estimators import estimator, oprf, registry
 from .estimators.spec import refuse_parameter
 from .pairs import (
     check_map_param,
@@ -62,6 +62,7 @@ from .pairs import (
 )
 from .softmax import LME_CHUNK, log_softmax_kernel, softmax_kernel
 from .validation import (
+    renamed,
     check_bool,
     check_choice,
     check_finite,
@@ -658,3 +659,15 @@ def _log_estimate(x, y, w, fmap, xp, A=None, phase=None, target=None):
     row_x = 0.0 if target is None else target.log_factor(sq_x)
     row_y = 0.0 if target is None else target.log_factor(sq_y)
     return fmap.log_estimate(px, py, sq_x, sq_y, row_x, row_y, w, A, phase, xp, _log_matmul_exp)
+
+
+#: Names this module no longer holds (``CHANGELOG.md``).
+_RENAMED = {
+    "SUM_NORMALIZABLE": ("rfkernels.features.sum_normalizable()", sum_normalizable),
+    "oprf_exponents": ("rfkernels.estimators.oprf.exponents", lambda: oprf.exponents),
+}
+
+
+def __getattr__(name):
+    return renamed(__name__, _RENAMED, name)
+

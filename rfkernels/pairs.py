@@ -13,7 +13,7 @@ import numpy as np
 from .backends import get_array_module, to_numpy
 from .estimators.registry import check_kind, entries, entry, names
 from .estimators.spec import refuse_parameter
-from .validation import check_finite, check_memory, check_same_d
+from .validation import check_finite, check_memory, check_same_d, renamed
 
 def check_rows(value, name, xp):
     """A finite float64 array of shape (n, d) and whether it came in 1-D."""
@@ -174,3 +174,12 @@ def check_map_param(kind, A):
             refuse_parameter("A", A, kind)
         return None
     return param.check(A)
+
+
+#: Names this module no longer holds (``CHANGELOG.md``).
+_RENAMED = {"check_oprf_a": ("rfkernels.pairs.check_map_param", lambda: check_map_param)}
+
+
+def __getattr__(name):
+    return renamed(__name__, _RENAMED, name)
+

@@ -55,6 +55,7 @@ from .estimators import estimator, registry
 from .pairs import is_derf
 from .validation import (
     check_bool,
+    renamed,
     check_finite,
     check_int,
     check_int_array,
@@ -728,3 +729,17 @@ __all__ = [
     "theorem2_bound",
     "theorem2_bound_from_geometry",
 ]
+
+
+#: Names this module no longer holds (``CHANGELOG.md``): the registry's lists.
+_RENAMED = {
+    "KINDS": ("rfkernels.KINDS", lambda: registry.names("kind")),
+    "NORMS": ("rfkernels.NORMS", lambda: registry.names("norms")),
+    "PAPER_KINDS": ("rfkernels.PAPER_KINDS",
+                    lambda: tuple(k.name for k in registry.entries("kind") if k.paper)),
+}
+
+
+def __getattr__(name):
+    return renamed(__name__, _RENAMED, name)
+

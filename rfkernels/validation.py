@@ -256,3 +256,19 @@ def check_memory(nbytes, what, fraction=0.8):
             f"{total / 2**30:.3g} GiB (reduce it, or the chunk size)"
         )
     return nbytes
+
+
+def renamed(module, aliases, name):
+    """A deprecated module attribute's value (a module ``__getattr__``'s body), with its warning.
+
+    ``aliases`` maps an old name to ``(new, value)``: where it lives now (for
+    the message) and a callable giving its value; any other name raises
+    AttributeError as a module would. Listed in ``CHANGELOG.md``.
+    """
+    if name not in aliases:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new, value = aliases[name]
+    import warnings
+
+    warnings.warn(f"{module}.{name} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+    return value()

@@ -17,6 +17,8 @@ name list (seeds take the entry's frozen ``seed_index``).
 import ast
 import pathlib
 
+import pytest
+
 from rfkernels.estimators import registry
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -137,8 +139,6 @@ def test_seed_indices_are_frozen_and_distinct():
     """Studies seed by the entry's frozen index: today's positions, and a second one is refused."""
     from dataclasses import replace
 
-    import pytest
-
     for axis in ("kind", "ensemble"):
         got = [registry.entry(axis, n).seed_index for n in registry.names(axis)]
         assert got == list(range(len(got)))
@@ -151,3 +151,20 @@ def test_seed_indices_are_frozen_and_distinct():
         assert plugin.seed_index >= registry.PLUGIN_SEED_BASE
     finally:
         registry.unregister("kind", "positive-again")
+
+
+@pytest.mark.parametrize("module,name", [
+    ("rfkernels.theory", "KINDS"), ("rfkernels.theory", "PAPER_KINDS"), ("rfkernels.theory", "NORMS"),
+    ("rfkernels.features", "SUM_NORMALIZABLE"), ("rfkernels.features", "oprf_exponents"),
+    ("rfkernels.pairs", "check_oprf_a"), ("rfkernels.engine.cpu", "KIND_CODES"),
+])
+def test_renamed_names_still_work_with_a_warning(module, name):
+    """Names issue 35 moved (CHANGELOG.md) keep working, with a DeprecationWarning naming the new place."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=f"{module}.{name} is deprecated; use "):
+        value = getattr(mod, name)
+    assert value is not None
+    with pytest.raises(AttributeError):
+        getattr(mod, "no_such_name")
