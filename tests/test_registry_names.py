@@ -156,7 +156,7 @@ def test_seed_indices_are_frozen_and_distinct():
 @pytest.mark.parametrize("module,name", [
     ("rfkernels.theory", "KINDS"), ("rfkernels.theory", "PAPER_KINDS"), ("rfkernels.theory", "NORMS"),
     ("rfkernels.features", "SUM_NORMALIZABLE"), ("rfkernels.features", "oprf_exponents"),
-    ("rfkernels.pairs", "check_oprf_a"), ("rfkernels.engine.cpu", "KIND_CODES"),
+    ("rfkernels.pairs", "check_oprf_a"),
 ])
 def test_renamed_names_still_work_with_a_warning(module, name):
     """Names issue 35 moved (CHANGELOG.md) keep working, with a DeprecationWarning naming the new place."""

@@ -58,7 +58,6 @@ from .rng_numba import (
 )
 from ..numerics.scalar import rebind, scalar, specialise
 from ..estimators import positive
-from ..validation import renamed
 from .kernel_args import (  # noqa: F401  (re-exported: the kernels' argument conventions)
     ENSEMBLE_CODES,
     HYPERBOLIC,
@@ -68,8 +67,8 @@ from .kernel_args import (  # noqa: F401  (re-exported: the kernels' argument co
     POSITIVE,
     SIMPLEX,
     TRIG,
+    KIND_CODES,
     constants_args,
-    kind_codes,
     kind_entry,
     kind_id,
     tilt_params,
@@ -793,12 +792,4 @@ def _flush_if_dependencies_changed(dispatcher=None):
 
 
 _flush_if_dependencies_changed()
-
-
-#: Names this module no longer holds (``CHANGELOG.md``).
-_RENAMED = {"KIND_CODES": ("rfkernels.engine.kernel_args.kind_codes()", kind_codes)}
-
-
-def __getattr__(name):
-    return renamed(__name__, _RENAMED, name)
 
