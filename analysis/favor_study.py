@@ -196,6 +196,7 @@ def attention_mse(
         if progress is not None:
             progress(1)
         lean = LeanFavor(q, k, v) if (backend == "numpy" and not causal) else None
+        lean_ok = lean_kinds()
         with one_blas_thread():
             for g, (m, kind, ens) in enumerate(grid):
                 key = (SPAWN_PROJECTIONS, s, m, seed_index("kind", kind), seed_index("ensemble", ens))
@@ -204,7 +205,7 @@ def attention_mse(
                     seed=np.random.SeedSequence(entropy, spawn_key=key),
                 )
                 t0 = time.perf_counter()
-                if lean is not None and kind in lean_kinds():
+                if lean is not None and kind in lean_ok:
                     output, n_bad = lean.output(w, kind, nonpositive)
                 else:
                     param = registry.entry("kind", kind).feature_map.param  # OPRF: A* of the data
