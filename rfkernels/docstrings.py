@@ -26,7 +26,8 @@ kind : str
 ensemble : str, default 'iid'
     A registered projection ensemble (``rfkernels.ENSEMBLES``): iid
     Gaussian rows, Haar-orthogonal blocks of d rows (``'orthogonal'``),
-    ``'simplex'``, ``'sorf'`` and the reference code's ``'unfixed_qr'``.""",
+    ``'simplex'``, ``'sorf'``, and the biased constructions of public code
+    (``'orthogonal-unfixed-qr'``, ``'orthogonal-xformers'``).""",
     "norms": """\
 norms : str, default 'chi'
     The row norms (``rfkernels.NORMS``): independent chi(d) (unbiased),
