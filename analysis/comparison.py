@@ -101,7 +101,7 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
     shape = np.broadcast_shapes(np.shape(geom.s), np.shape(m))
     logs = {name: np.full(shape, np.nan) for name in ("mse_exact", "mse_lemma2", "theorem2_bound")}
     out_of_range = np.zeros(shape, dtype=bool)
-    if est.exact_mse:
+    if est.supports.exact_mse:
         try:
             logs["mse_exact"][...] = theory.exact_log_mse(geom, m, est)
         except OverflowError:  # a point beyond the simplex quadrature's range: the others still count
@@ -113,7 +113,7 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
                         theory.Geometry(*(a[i] for a in g_all)), m_all[i], est)
                 except OverflowError:
                     out_of_range[i] = True
-    if est.lemma2:
+    if est.supports.lemma2:
         logs["mse_lemma2"][...] = theory.lemma2_of(geom, m, est)
         if theorem2_reason(est) is None:  # positive, orthogonal, chi, softmax; m <= d below
             m_arr = np.broadcast_to(m, shape)
@@ -137,11 +137,11 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
 def theorem2_reason(est):
     """Why Theorem 2 says nothing about the estimator ``est`` (m aside); None where it may.
 
-    Its capability (:attr:`rfkernels.estimators.Estimator.theorem2`), which
+    Its capability (:attr:`rfkernels.estimators.Estimator.supports.theorem2`), which
     holds for the softmax kernel only: the bound is a statement about the
     estimate of exp(x.y), not of the Gaussian kernel.
     """
-    return est.theorem2.reason
+    return est.supports.theorem2.reason
 
 
 #: Natural log of the largest float64.
@@ -245,7 +245,7 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
 
 def _applicable(proposal, est, method):
     """``proposal``, with ``'tilted'`` as ``'plain'`` where nothing can be tilted (trig, literal)."""
-    if proposal == "tilted" and (not est.tilted or method != "reduced"):
+    if proposal == "tilted" and (not est.supports.tilted or method != "reduced"):
         return "plain"
     return proposal
 
@@ -391,7 +391,7 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
         row gets its own seed, derived from ``seed`` and the row's identity.
         A kind with parameters runs at each point's own value (OPRF: its
         optimal A*); an ensemble without a reduced sampler
-        (:attr:`rfkernels.estimators.Estimator.reduced`) needs
+        (:attr:`rfkernels.estimators.Estimator.supports.reduced`) needs
         ``method='literal'`` (checked first), and one without a closed form
         has no exact MSE (Monte Carlo only).
     proposal : {'auto', 'plain', 'tilted'}, default 'auto'
@@ -430,7 +430,7 @@ def compare(geometries, kinds=("positive",), ensembles=("iid", "orthogonal"), m=
     # kernel and gamma checked; the rows of the default kernel have neither key (as before)
     target = estimator(kinds[0], kernel=kernel, gamma=gamma).describe()
     target = {} if kernel == DEFAULT_KERNEL else {"kernel": kernel, "gamma": target.get("gamma")}
-    if proposal == "tilted" and (method != "reduced" or not any(estimator(k).tilted for k in kinds)):
+    if proposal == "tilted" and (method != "reduced" or not any(estimator(k).supports.tilted for k in kinds)):
         raise ValueError("proposal='tilted' needs method='reduced' and a kind other than trig "
                          "(trig estimates are bounded: nothing to tilt); use 'auto' or 'plain'")
     if method == "reduced":

@@ -65,7 +65,7 @@ def _add_mse(p):
 def theorem2_reason(kind, ensemble, norms, m, d):
     """Why Theorem 2 says nothing about (kind, ensemble, norms, m, d); None where it applies.
 
-    The estimator's capability (:attr:`rfkernels.estimators.Estimator.theorem2`),
+    The estimator's capability (:attr:`rfkernels.estimators.Estimator.supports.theorem2`),
     the one statement of the rule.
     """
     from ..analysis.comparison import theorem2_reason as reason
@@ -91,10 +91,10 @@ def null_reason(key, value, out, est=None):
     from ..analysis.comparison import theorem2_reason
 
     reasons = {
-        "mse_lemma2": est.lemma2.reason or "beyond float64",
+        "mse_lemma2": est.supports.lemma2.reason or "beyond float64",
         "mse_theorem2": theorem2_reason(est) or "beyond float64",
         "gamma": f"the {est.kernel.name} kernel has no gamma (the Gaussian kernel's parameter)",
-        "mse_exact": est.exact_mse.reason,
+        "mse_exact": est.supports.exact_mse.reason,
         "bias_z": "bias_stderr is 0",
         "k_hat": out.get("tail_note"),
         "max_share": "every squared error is 0",
@@ -121,7 +121,7 @@ def theory_values(geom, est):
     from ..analysis.comparison import theorem2_reason
 
     lemma2 = theorem2 = None
-    if est.lemma2:
+    if est.supports.lemma2:
         lemma2 = linear(float(theory.lemma2_of(geom, est.m, est)))
     if theorem2_reason(est) is None:
         theorem2 = linear(float(theory.theorem2_bound_from_geometry(geom, est.m, log=True)))

@@ -553,7 +553,7 @@ def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="atten
     if not fmap.two_roles:  # another kind's parameters (FAVOR+'s, OPRF's): that kind, the same bits
         run, label = est.kind.name, est.kind.name
         a = None if fmap.param is None else getattr(est.params, fmap.param.name)
-    elif est.scalar_law:  # isotropic A: OPRF on (q', k')
+    elif est.supports.scalar_law:  # isotropic A: OPRF on (q', k')
         (q, k, a), run, label = fmap.attention_inputs(est, q, k, xp), fmap.runs_as, kind
     else:  # a dense A: positive features in d + 2 dimensions
         w = check_matrix_xp(W, "W", "(m, d)", xp)

@@ -343,8 +343,8 @@ def _log_mse(est, m, r, inputs, fits):
     if m == 0:
         return None, (f"r = {r} outputs buy no projection of kind={est.kind.name!r} "
                       f"({fpp} outputs per projection)")
-    if not est.exact_mse:
-        return None, est.exact_mse.reason
+    if not est.supports.exact_mse:
+        return None, est.supports.exact_mse.reason
     if est.needs_fit:
         if not inputs.population:
             return None, (f"kind={est.kind.name!r} is fitted on a population of queries and keys; "
@@ -353,8 +353,8 @@ def _log_mse(est, m, r, inputs, fits):
         est, reason = _fitted(est, inputs, fits)
         if reason is not None:
             return None, reason
-        if not est.exact_mse:  # the fitted parameters' own reason (SDERF's dense A, orthogonal)
-            return None, est.exact_mse.reason
+        if not est.supports.exact_mse:  # the fitted parameters' own reason (SDERF's dense A, orthogonal)
+            return None, est.supports.exact_mse.reason
     elif inputs.population and _free_parameters(est):
         # one feature map serves every pair: OPRF's A fitted on the population, not A* per pair
         values = est.kind.fit(*(est.scale * v for v in inputs.vectors))

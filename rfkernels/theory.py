@@ -269,30 +269,30 @@ def _check_m(m, geom, name="m"):
 def no_closed_form_reason(kind, ensemble, norms):
     """Why :func:`exact_mse` has no value for this estimator, or None if it has one.
 
-    The estimator's :attr:`rfkernels.estimators.Estimator.exact_mse`, by name
+    The estimator's :attr:`rfkernels.estimators.Estimator.supports.exact_mse`, by name
     (the analysis layer and the command line ask before computing, and say
     the same reason in tables and JSON).
     """
-    return estimator(kind, ensemble=ensemble, norms=norms).exact_mse.reason
+    return estimator(kind, ensemble=ensemble, norms=norms).supports.exact_mse.reason
 
 
 def no_lemma2_reason(kind, norms):
     """Why Lemma 2 does not apply, or None if it does (the paper's kinds, chi norms)."""
-    return estimator(kind, norms=norms).lemma2.reason
+    return estimator(kind, norms=norms).supports.lemma2.reason
 
 
 def no_theorem2_reason(kind, ensemble, norms, m=None, d=None):
     """Why Theorem 2's bound does not apply, or None (positive, orthogonal, chi norms, m <= d)."""
-    return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).theorem2.reason
+    return estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d).supports.theorem2.reason
 
 
 def lemma2_of(geom, m, est, *, log=True):
-    """Lemma 2's MSE (its log by default) of a validated estimator with :attr:`~rfkernels.estimators.Estimator.lemma2`.
+    """Lemma 2's MSE (its log by default) of a validated estimator with :attr:`~rfkernels.estimators.Estimator.supports.lemma2`.
 
     For a target kernel other than softmax, Lemma 2 at the scaled pair times
     the kernel's factor squared (:func:`kernel_geometry`).
     """
-    est.lemma2.require()
+    est.supports.lemma2.require()
     m = _check_m(m, geom)
     geom, log_factor = _folded(*kernel_geometry(geom, est), est)
     return _finish(est.kind.lemma2(geom, m) + 2.0 * log_factor, log, "Lemma 2 MSE")
@@ -303,9 +303,9 @@ def lemma2_mse_from_geometry(geom, m, kind, *, norms="chi", log=False):
     log = check_bool(log, "log")
     geom = _checked_geometry(geom)
     est = estimator(kind, norms=norms)
-    if not est.lemma2:
+    if not est.supports.lemma2:
         if est.kind.lemma2 is None:
-            raise ValueError(f"{est.lemma2.reason}: kind={kind!r} is beyond the paper: use "
+            raise ValueError(f"{est.supports.lemma2.reason}: kind={kind!r} is beyond the paper: use "
                              "theory.exact_mse (its exact MSE)")
         raise ValueError(f"norms={norms!r} is not supported by Lemma 2 (it assumes chi norms, i.e. "
                          f"Gaussian projections); use exact_mse(..., norms={norms!r})")
@@ -365,7 +365,7 @@ def theorem2_bound_from_geometry(geom, m, *, norms="chi", log=False):
     log = check_bool(log, "log")
     geom = _checked_geometry(geom)
     est = estimator("positive", ensemble="orthogonal", norms=norms)
-    if not est.theorem2:
+    if not est.supports.theorem2:
         raise ValueError(f"norms={norms!r} is not supported by Theorem 2 (it assumes chi norms); "
                          f"use exact_mse(..., ensemble='orthogonal', norms={norms!r})")
     m = _check_m(m, geom)
@@ -432,7 +432,7 @@ def exact_log_mse(geom, m, est, *, log=True, vectors=None):
     kernel rescales them (:func:`kernel_geometry`) and multiplies the MSE by
     its factor squared.
     """
-    est.exact_mse.require()
+    est.supports.exact_mse.require()
     if vectors is None and est.kind.theory_needs_vectors:
         raise ValueError(f"the exact MSE of kind={est.kind.name!r} depends on x and y themselves, "
                          "not only on their geometry: use theory.exact_mse(x, y, ...)")

@@ -41,11 +41,11 @@ def test_ensembles_without_blocks_refuse_it(ensemble):
 
 def test_capabilities():
     est = estimator("positive", ensemble="orthogonal", norms="antithetic", m=4, d=4)
-    assert est.exact_mse and est.reduced
-    assert "does not take norms='antithetic'" in est.tilted.reason
-    assert not est.theorem2 and "norms are 'antithetic'" in est.theorem2.reason
-    assert "Monte Carlo only" in estimator("oprf", ensemble="simplex", norms="antithetic").exact_mse.reason
-    assert "Monte Carlo only" in estimator("saderf", ensemble="orthogonal", norms="antithetic").exact_mse.reason
+    assert est.supports.exact_mse and est.supports.reduced
+    assert "does not take norms='antithetic'" in est.supports.tilted.reason
+    assert not est.supports.theorem2 and "norms are 'antithetic'" in est.supports.theorem2.reason
+    assert "Monte Carlo only" in estimator("oprf", ensemble="simplex", norms="antithetic").supports.exact_mse.reason
+    assert "Monte Carlo only" in estimator("saderf", ensemble="orthogonal", norms="antithetic").supports.exact_mse.reason
 
 
 def test_tilted_proposal_refused_and_auto_stays_plain():

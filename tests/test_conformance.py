@@ -155,7 +155,7 @@ def check_literal_map(kind, ensemble, norms):
                 pub = (feature_map(x, w, kind, **_params(kind), role="query")
                        @ feature_map(y, w, kind, **_params(kind), role="key"))
                 assert float(pub) == pytest.approx(got, rel=1e-13)
-            if est.scalar_law:
+            if est.supports.scalar_law:
                 assert got == pytest.approx(_engine_estimate(est, x, y, w, None), rel=1e-10)
             else:
                 assert got > 0.0 and math.isfinite(got)
@@ -186,7 +186,7 @@ def check_monte_carlo(kind, ensemble, norms):
     x, y = _pair()
     entry = registry.entry("kind", kind)
     est = _estimator(kind, ensemble, norms)
-    methods = ["reduced"] if est.reduced else []
+    methods = ["reduced"] if est.supports.reduced else []
     if est.kind.feature_map is not None:
         methods.append("literal")
     if not methods:
@@ -199,7 +199,7 @@ def check_monte_carlo(kind, ensemble, norms):
                for meth in methods}
     for r in results.values():
         assert np.isfinite(r.mse) and r.stderr > 0
-    if est.exact_mse:
+    if est.supports.exact_mse:
         for meth, r in results.items():
             assert r.mse_exact is not None and abs(r.z) < 4, (meth, r.mse, r.mse_exact, r.z)
     elif len(results) == 2:
@@ -260,7 +260,7 @@ def check_attention(kind):
         res = rfkernels.favor_attention(q, k, v, w, kind, **_params(kind))
         est = estimator(kind, d=D, **_params(kind))
         est = est.fitted_on(q, k) if est.needs_fit else est
-        if est.kind is not entry or not est.scalar_law:
+        if est.kind is not entry or not est.supports.scalar_law:
             assert np.all(np.isfinite(res.output))
             return
         p = est.params.derf
@@ -329,7 +329,7 @@ def check_command_line(kind, capsys):
         found = json.loads(out)
         assert found["kind"] == kind
         assert found["z"] is None or abs(found["z"]) < 4
-        assert (found["z"] is None) == (not est.with_size(m=M).exact_mse)
+        assert (found["z"] is None) == (not est.with_size(m=M).supports.exact_mse)
     else:
         assert code == 2 and "Traceback" not in err and err.strip().count("\n") == 0, err
         assert reason[:40] in err

@@ -74,12 +74,12 @@ def test_bad_parameters_raise_one_line(call, match):
 
 def test_capabilities_say_why():
     dense = estimator("derf", A=A_DENSE, B_query=B)
-    assert "non-isotropic" in dense.reduced.reason
-    assert dense.exact_mse  # iid: the second moment holds for any A
+    assert "non-isotropic" in dense.supports.reduced.reason
+    assert dense.supports.exact_mse  # iid: the second moment holds for any A
     assert "no exact theory" in estimator("derf", A=A_DENSE, B_query=B,
-                                          ensemble="orthogonal").exact_mse.reason
-    assert "chi" in estimator("derf", A=0.05, B_query=B, norms="fixed").exact_mse.reason
-    assert "Monte Carlo only" in estimator("derf", A=0.05, B_query=B, ensemble="simplex").exact_mse.reason
+                                          ensemble="orthogonal").supports.exact_mse.reason
+    assert "chi" in estimator("derf", A=0.05, B_query=B, norms="fixed").supports.exact_mse.reason
+    assert "Monte Carlo only" in estimator("derf", A=0.05, B_query=B, ensemble="simplex").supports.exact_mse.reason
 
 
 # -- theory --------------------------------------------------------------------

@@ -281,7 +281,7 @@ def test_squared_distances():
 
 
 def test_sorf_has_no_expected_mse():
-    reason = estimator("trig", ensemble="sorf").exact_mse.reason
+    reason = estimator("trig", ensemble="sorf").supports.exact_mse.reason
     for features in ("offset", "paired"):
         rff = RandomFourierFeatures(n_components=8, features=features, ensemble="sorf",
                                     random_state=0).fit(X)

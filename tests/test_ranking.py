@@ -137,7 +137,7 @@ def test_monte_carlo_only_estimators_are_listed_with_the_capability_s_reason(one
     for ens in ("sorf", "orthogonal-unfixed-qr"):
         row = one.row("positive", ens, "chi")
         assert not row.ranked and row.mse is row.log_mse is row.ratio is None
-        assert row.reason == estimator("positive", ensemble=ens).exact_mse.reason
+        assert row.reason == estimator("positive", ensemble=ens).supports.exact_mse.reason
         assert "Monte Carlo only" in row.reason
         assert row.to_dict()["null_reasons"]["mse"] == row.reason
 

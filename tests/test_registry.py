@@ -107,14 +107,14 @@ def test_toy_kind_on_the_command_line(toy, capsys):
 
 def test_spec_validates_once_and_says_why():
     est = estimators.estimator("positive", ensemble="iid", m=8, d=16)
-    assert est.exact_mse and est.lemma2 and est.reduced and est.tilted
-    assert not est.theorem2 and "ensemble is 'iid'" in est.theorem2.reason
-    assert estimators.estimator("positive", ensemble="orthogonal", m=8, d=16).theorem2
-    assert "m <= d" in estimators.estimator("positive", ensemble="orthogonal", m=17, d=16).theorem2.reason
+    assert est.supports.exact_mse and est.supports.lemma2 and est.supports.reduced and est.supports.tilted
+    assert not est.supports.theorem2 and "ensemble is 'iid'" in est.supports.theorem2.reason
+    assert estimators.estimator("positive", ensemble="orthogonal", m=8, d=16).supports.theorem2
+    assert "m <= d" in estimators.estimator("positive", ensemble="orthogonal", m=17, d=16).supports.theorem2.reason
     trig = estimators.estimator("trig")
-    assert not trig.tilted and "bounded" in trig.tilted.reason
+    assert not trig.supports.tilted and "bounded" in trig.supports.tilted.reason
     sorf = estimators.estimator("positive", ensemble="sorf")
-    assert not sorf.reduced and not sorf.exact_mse and "method='literal'" in sorf.reduced.reason
+    assert not sorf.supports.reduced and not sorf.supports.exact_mse and "method='literal'" in sorf.supports.reduced.reason
     with pytest.raises(ValueError, match="kind must be one of 'trig', 'positive'"):
         estimators.estimator("gauss")
     with pytest.raises(ValueError, match="A is the parameter of kind='oprf' or kind='derf' only"):

@@ -250,9 +250,9 @@ def test_cupy_backend_same_numbers():
 def test_registered_monte_carlo_only():
     assert ENS in estimators.names("ensemble")
     est = estimators.estimator("positive", ensemble=ENS)
-    assert not est.exact_mse and "Monte Carlo" in est.exact_mse.reason
-    assert not est.reduced and "method='literal'" in est.reduced.reason
-    assert not est.theorem2
+    assert not est.supports.exact_mse and "Monte Carlo" in est.supports.exact_mse.reason
+    assert not est.supports.reduced and "method='literal'" in est.supports.reduced.reason
+    assert not est.supports.theorem2
     x = np.full(4, 0.1)
     with pytest.raises(ValueError, match=r"no closed form for the orthogonal-xformers ensemble "
                                          r"\(Monte Carlo only\)"):

@@ -270,8 +270,8 @@ def _kernel_level(plan, h, q, k, views):
         for ens in plan.ensembles:
             view = views[kind]
             est = estimator(view.kind, ensemble=ens, norms=plan.norms, batch=True, **view.params)
-            if not est.exact_mse:
-                reasons[(kind, ens)] = est.exact_mse.reason
+            if not est.supports.exact_mse:
+                reasons[(kind, ens)] = est.supports.exact_mse.reason
             else:
                 ests[(kind, ens)] = est
                 for m in plan.ms:

@@ -23,7 +23,7 @@ Methods
     :func:`rfkernels.draw_projections` (a NumPy ``Generator`` seeded with
     the seed) and evaluates :func:`rfkernels.feature_map`: the code users
     run. It is the only method for an ensemble without a reduced sampler
-    (:attr:`rfkernels.estimators.Estimator.reduced` says why).
+    (:attr:`rfkernels.estimators.Estimator.supports.reduced` says why).
 
 Streaming
 ---------

@@ -154,7 +154,7 @@ def _per_pair(est, geometry, exact, Xa, Ya, pairs, run_engine):
     kind's value and constants, the target kernel's log factor (lists, one entry per pair)."""
     known = geometry is not None
     geom = geometry if known else theory.geometry(Xa, Ya)
-    has_theory = bool(est.exact_mse)
+    has_theory = bool(est.supports.exact_mse)
     norm, exacts, sm, values, consts, factors = [], [], [], [], [], []
     for k in range(pairs):
         g = geom if known else theory.Geometry(*(np.asarray(a)[k] for a in geom))
@@ -167,7 +167,7 @@ def _per_pair(est, geometry, exact, Xa, Ya, pairs, run_engine):
             raise FloatingPointError(
                 f"SM = exp(x.y) = e^{log_sm:.1f} overflows float64 at pair {k}; rescale x and y"
             )
-        if est.kind.pair_transform is not None and est.scalar_law:  # DERF: OPRF at (x', y')
+        if est.kind.pair_transform is not None and est.supports.scalar_law:  # DERF: OPRF at (x', y')
             gs = theory.geometry(*est.kind.pair_transform(value, est.scale * Xa[k], est.scale * Ya[k]))
         nm = engine.normalisation_of(est.kind, float(gs.half_sq), float(gs.s), float(gs.t))
         norm.append(nm)
@@ -224,13 +224,13 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         raise ValueError(f"kind={est.kind.name!r} depends on x and y themselves, not only on their "
                          "geometry: pass the vectors")
     if method == "reduced":
-        est.reduced.require()
+        est.supports.reduced.require()
     elif proposal == "tilted":
         raise ValueError("proposal='tilted' needs method='reduced' (the literal sampler draws "
                          "whole projection matrices from NumPy's generator and has no proposal); "
                          "use proposal='plain' or 'auto'")
     if proposal == "tilted":
-        est.tilted.require()
+        est.supports.tilted.require()
     if geometry is None or X is not None or method == "literal":
         Xa = check_matrix(X, names[0])
         Ya = check_matrix(Y, names[1])
@@ -244,7 +244,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         d, pairs = int(geometry.d), 1
     est = theory.fit_population(est.with_size(d=d), Xa, Ya, population)
     if method == "reduced":  # the fitted parameters decide (a non-isotropic A: literal only)
-        est.reduced.require()
+        est.supports.reduced.require()
     if pairs > engine.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - engine.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
     run_engine = None
@@ -306,7 +306,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     ensemble : str, default 'iid'
         A registered projection ensemble (``rfkernels.estimators.names("ensemble")``);
         one without a reduced sampler needs ``method='literal'``
-        (:attr:`rfkernels.estimators.Estimator.reduced` says why), one
+        (:attr:`rfkernels.estimators.Estimator.supports.reduced` says why), one
         without a closed form has no theory (``mse_exact`` None).
     norms : str, default 'chi'
         A registered norm law of the rows (``rfkernels.estimators.names("norms")``;

@@ -83,13 +83,13 @@ def choose_proposals(s):
     pairs = len(s.norm)
     if s.proposal == "plain":
         return Plan.plain(pairs, "plain: as requested")
-    if not s.est.tilted or s.method != "reduced":
+    if not s.est.supports.tilted or s.method != "reduced":
         if s.est.kind.tilt_reason is not None:
             why = "trig estimates are bounded: nothing to tilt"
         elif s.method != "reduced":
             why = "the literal method has no proposal"
         else:  # the norm law (antithetic norms) or the kind's parameters refuse it
-            why = "the tilted proposal " + s.est.tilted.reason.removeprefix("proposal='tilted' ").split(";")[0]
+            why = "the tilted proposal " + s.est.supports.tilted.reason.removeprefix("proposal='tilted' ").split(";")[0]
         return Plan.plain(pairs, f"plain: {why}")
     plan = Plan.plain(pairs)
     key = key_from_seed(s.seq)
@@ -308,7 +308,7 @@ def _result(s, plan, pair, acc, elapsed):
     tilt = plan.tilts[pair]
     tail = tail_from_top(acc.top, n, acc.sq.mean * n, acc.maximum, constant,
                           reach(s.est.kind, nm.length, n, s.m, tilt, s.d, s.norms, s.a[pair])
-                          if s.est.scalar_law else None,
+                          if s.est.supports.scalar_law else None,
                           below_resolution=below)
     if tilt is None:
         ess, weight_mean = float(n), 1.0

@@ -254,7 +254,7 @@ def _check_combinations(g, run):
         if run["method"] != "reduced":
             raise SweepError("run.proposal: 'tilted' needs run.method = 'reduced' (the literal "
                              "method samples the plain law only)")
-        if not any(estimator(k).tilted for k in g["kind"]):
+        if not any(estimator(k).supports.tilted for k in g["kind"]):
             raise SweepError("run.proposal: 'tilted' cannot apply to trig features (bounded "
                              "estimates, no heavy tail); use 'auto' or 'plain'")
     if run["theory_only"]:

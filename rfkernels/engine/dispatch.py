@@ -98,7 +98,7 @@ def engine_bytes(m, chunk, backend, ensemble="iid", d=1):
 
 def check_reduced(kind, ensemble):
     """Refuse, naming the argument, a kind or ensemble the reduced engine cannot sample."""
-    estimator(kind, ensemble=ensemble).reduced.require()
+    estimator(kind, ensemble=ensemble).supports.reduced.require()
 
 
 class Engine:
@@ -113,7 +113,7 @@ class Engine:
     Parameters
     ----------
     est : rfkernels.estimators.Estimator
-        Validated, with m and d, and :attr:`~rfkernels.estimators.Estimator.reduced`.
+        Validated, with m and d, and :attr:`~rfkernels.estimators.Estimator.supports.reduced`.
     backend : {'numpy', 'numba', 'cupy'}
         Validated; ``'cupy'`` needs CuPy or the CUDA simulator (ImportError otherwise).
     chunk : int, optional
@@ -203,7 +203,7 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
     from ..backends import BACKENDS
 
     est = estimator(kind, ensemble=ensemble, norms=norms, m=m, d=d, A=A)
-    est.reduced.require()
+    est.supports.reduced.require()
     trials, first = check_int(trials, "trials"), check_int(first, "first", minimum=0)
     if first + trials > MAX_TRIALS:
         raise ValueError(f"first + trials must be at most 2**{PAIR_SHIFT}; got {first + trials}")
@@ -217,8 +217,8 @@ def estimate_chunks(key, length, m, d, kind, *, ensemble="iid", norms="chi", tri
             raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
         if est.kind.tilt_reason is not None:
             raise ValueError("tilt: trig estimates are bounded and are not tilted; pass tilt=None")
-        if not est.tilted:  # antithetic norms: the tilt's weights are independent norms'
-            raise ValueError(f"tilt: {est.tilted.reason.split('; use ')[0]}; pass tilt=None")
+        if not est.supports.tilted:  # antithetic norms: the tilt's weights are independent norms'
+            raise ValueError(f"tilt: {est.supports.tilted.reason.split('; use ')[0]}; pass tilt=None")
     check_choice(backend, "backend", BACKENDS)
     engine = Engine(est, backend, None if chunk is None else check_int(chunk, "chunk"))
     return engine.chunks(key, a, consts, trials=trials, first=first, pair=pair, tilt=tilt)

@@ -402,7 +402,7 @@ def normalised_estimates(key, counters, m, d, kind, length, *, ensemble="iid", n
     if tilt is not None:
         if not isinstance(tilt, Tilt):
             raise TypeError(f"tilt must be a rfkernels.engine.Tilt (tilt_for); got {tilt!r}")
-        est.tilted.require()  # trig's bounded terms, antithetic norms' coupled lengths
+        est.supports.tilted.require()  # trig's bounded terms, antithetic norms' coupled lengths
     return estimates_of(est, key, counters, a, consts, xp, tilt)
 
 

@@ -158,7 +158,7 @@ def tilt_for(kind, ensemble, norms, length, d, *, A=None, alpha0=DEFENSIVE_WEIGH
         Probability of the plain law, in (0, 1).
     """
     est = estimator(kind, ensemble=ensemble, norms=norms, d=d, A=A)
-    est.tilted.require()
+    est.supports.tilted.require()
     a = nonnegative_scalar(length, "length")
     arr = check_finite(alpha0, "alpha0")
     if arr.ndim != 0 or not 0.0 < float(arr) < 1.0:

@@ -5,12 +5,14 @@ parameters), ensemble, norm law and, where known, m and d once, and returns
 an :class:`Estimator`. The layers below the public entry points take it and
 check nothing again; what they need to know (is there an exact MSE, does
 Lemma 2 or Theorem 2 apply, can the reduced engine sample it, can it be
-tilted, does the GPU kernel take it) are its attributes, each a
-:class:`Capability` that carries its reason when absent.
+tilted, does the GPU kernel take it) are the attributes of its
+:attr:`Estimator.supports`, each a :class:`Capability` that carries its
+reason when absent.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -78,87 +80,10 @@ class Estimator:
     # -- capabilities -------------------------------------------------------
 
     @property
-    def exact_mse(self):
-        """A closed-form exact MSE (:func:`rfkernels.theory.exact_mse`)."""
-        reason = self.ensemble.theory_reason
-        if reason is None and self.kind.log_mse is None:
-            reason = f"no closed form for kind={self.kind.name!r} (Monte Carlo only)"
-        if reason is None:
-            reason = self.kind.theory_reason(self.ensemble, self.norms)
-        if reason is None:
-            reason = self._params_reason("theory")
-        return Capability(reason)
-
-    def _params_reason(self, what):
-        if self.kind.params_reason is None:
-            return None
-        return self.kind.params_reason(self.params, self.ensemble, what)
-
-    @property
-    def lemma2(self):
-        """Lemma 2 (the paper's iid MSE) applies: a paper kind with chi norms."""
-        if self.kind.lemma2 is None:
-            return Capability(f"Lemma 2 is the Performer paper's statement for "
-                              f"{', '.join(k.name for k in registry.entries('kind') if k.lemma2)}; "
-                              f"not {self.kind.name}")
-        if not self.norms.independent_chi:
-            return Capability("Lemma 2 holds for independent chi norms only")
-        return AVAILABLE
-
-    @property
-    def theorem2(self):
-        """Theorem 2's bound applies: positive features, one orthogonal block (m <= d), chi norms, softmax.
-
-        Anywhere else a bound shown beside a result would be a statement about
-        another estimator; the reason names each condition not met.
-        """
-        unmet = []
-        if self.kind.name != "positive":
-            unmet.append(f"kind is {self.kind.name!r}")
-        if self.ensemble.name != "orthogonal":
-            unmet.append(f"ensemble is {self.ensemble.name!r}")
-        if not self.norms.independent_chi:
-            unmet.append(f"norms are {self.norms.name!r}")
-        if self.m is not None and self.d is not None and self.m > self.d:
-            unmet.append(f"m = {self.m} > d = {self.d}")
-        if self.kernel.name != "softmax":
-            unmet.append(f"kernel is {self.kernel.name!r}")
-        if not unmet:
-            return AVAILABLE
-        return Capability("Theorem 2 bounds positive features, orthogonal ensemble, chi norms, "
-                          f"m <= d of the softmax kernel only; here {', '.join(unmet)}")
-
-    @property
-    def reduced(self):
-        """The reduced Monte Carlo engine samples it (``method='reduced'``)."""
-        return Capability(self.ensemble.reduced_reason) if self.ensemble.reduced_reason else self.scalar_law
-
-    @property
-    def scalar_law(self):
-        """Each term depends on its row through the scalar projection (and norm) only.
-
-        False for a DERF with a non-isotropic A (its tilt reads the row's
-        direction): no reduced sampler, no tilt, no tail reach.
-        """
-        return Capability(self._params_reason("reduced"))
-
-    @property
-    def tilted(self):
-        """The tilted importance-sampling proposal applies (reduced engine, unbounded terms)."""
-        if self.kind.tilt_reason is not None:
-            return Capability(self.kind.tilt_reason)
-        if self.norms.tilt_reason is not None:
-            return Capability(self.norms.tilt_reason)
-        return self.reduced
-
-    @property
-    def gpu_kernel(self):
-        """The numba-cuda kernel takes it (reduced engine, m <= GPU_MAX_M)."""
-        if not self.reduced:
-            return self.reduced
-        if self.m is not None and self.m > GPU_MAX_M:
-            return Capability(f"the GPU kernel takes m <= {GPU_MAX_M}; got m={self.m}")
-        return AVAILABLE
+    def supports(self):
+        """What it supports (:class:`Supports`: ``exact_mse``, ``lemma2``, ``theorem2``, ``reduced``,
+        ``scalar_law``, ``tilted``, ``gpu_kernel``), each with its reason where absent."""
+        return Supports(self)
 
     # -- derived values -----------------------------------------------------
 
@@ -209,6 +134,122 @@ class Estimator:
         for name in self.kernel.param_names:
             out[name] = getattr(self.kernel_params, name)
         return out
+
+
+def _deprecated_capability(name):
+    def get(self):
+        warnings.warn(f"Estimator.{name} is deprecated; use Estimator.supports.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(self.supports, name)
+
+    get.__doc__ = f"Deprecated alias of ``supports.{name}`` (CHANGELOG.md)."
+    return property(get)
+
+
+def _params_reason(spec, what):
+    if spec.kind.params_reason is None:
+        return None
+    return spec.kind.params_reason(spec.params, spec.ensemble, what)
+
+
+@dataclass(frozen=True)
+class Supports:
+    """What an :class:`Estimator` supports: each attribute a :class:`Capability` with its reason.
+
+    ``est.supports.exact_mse`` is true where a closed form exists and
+    otherwise carries why not; ``.require()`` raises that reason.
+    """
+
+    spec: "Estimator"
+
+    @property
+    def exact_mse(self):
+        """A closed-form exact MSE (:func:`rfkernels.theory.exact_mse`)."""
+        reason = self.spec.ensemble.theory_reason
+        if reason is None and self.spec.kind.log_mse is None:
+            reason = f"no closed form for kind={self.spec.kind.name!r} (Monte Carlo only)"
+        if reason is None:
+            reason = self.spec.kind.theory_reason(self.spec.ensemble, self.spec.norms)
+        if reason is None:
+            reason = _params_reason(self.spec, "theory")
+        return Capability(reason)
+
+    @property
+    def lemma2(self):
+        """Lemma 2 (the paper's iid MSE) applies: a paper kind with chi norms."""
+        if self.spec.kind.lemma2 is None:
+            return Capability(f"Lemma 2 is the Performer paper's statement for "
+                              f"{', '.join(k.name for k in registry.entries('kind') if k.lemma2)}; "
+                              f"not {self.spec.kind.name}")
+        if not self.spec.norms.independent_chi:
+            return Capability("Lemma 2 holds for independent chi norms only")
+        return AVAILABLE
+
+    @property
+    def theorem2(self):
+        """Theorem 2's bound applies: positive features, one orthogonal block (m <= d), chi norms, softmax.
+
+        Anywhere else a bound shown beside a result would be a statement about
+        another estimator; the reason names each condition not met.
+        """
+        unmet = []
+        if self.spec.kind.name != "positive":
+            unmet.append(f"kind is {self.spec.kind.name!r}")
+        if self.spec.ensemble.name != "orthogonal":
+            unmet.append(f"ensemble is {self.spec.ensemble.name!r}")
+        if not self.spec.norms.independent_chi:
+            unmet.append(f"norms are {self.spec.norms.name!r}")
+        if self.spec.m is not None and self.spec.d is not None and self.spec.m > self.spec.d:
+            unmet.append(f"m = {self.spec.m} > d = {self.spec.d}")
+        if self.spec.kernel.name != "softmax":
+            unmet.append(f"kernel is {self.spec.kernel.name!r}")
+        if not unmet:
+            return AVAILABLE
+        return Capability("Theorem 2 bounds positive features, orthogonal ensemble, chi norms, "
+                          f"m <= d of the softmax kernel only; here {', '.join(unmet)}")
+
+    @property
+    def reduced(self):
+        """The reduced Monte Carlo engine samples it (``method='reduced'``)."""
+        return Capability(self.spec.ensemble.reduced_reason) if self.spec.ensemble.reduced_reason else self.scalar_law
+
+    @property
+    def scalar_law(self):
+        """Each term depends on its row through the scalar projection (and norm) only.
+
+        False for a DERF with a non-isotropic A (its tilt reads the row's
+        direction): no reduced sampler, no tilt, no tail reach.
+        """
+        return Capability(_params_reason(self.spec, "reduced"))
+
+    @property
+    def tilted(self):
+        """The tilted importance-sampling proposal applies (reduced engine, unbounded terms)."""
+        if self.spec.kind.tilt_reason is not None:
+            return Capability(self.spec.kind.tilt_reason)
+        if self.spec.norms.tilt_reason is not None:
+            return Capability(self.spec.norms.tilt_reason)
+        return self.reduced
+
+    @property
+    def gpu_kernel(self):
+        """The numba-cuda kernel takes it (reduced engine, m <= GPU_MAX_M)."""
+        if not self.reduced:
+            return self.reduced
+        if self.spec.m is not None and self.spec.m > GPU_MAX_M:
+            return Capability(f"the GPU kernel takes m <= {GPU_MAX_M}; got m={self.spec.m}")
+        return AVAILABLE
+
+    #: The capabilities' names, in the order they are listed.
+    NAMES = ("exact_mse", "lemma2", "theorem2", "reduced", "scalar_law", "tilted", "gpu_kernel")
+
+    def as_dict(self):
+        """``{name: None or reason}`` for every capability (None: supported)."""
+        return {name: getattr(self, name).reason for name in self.NAMES}
+
+
+for _name in Supports.NAMES:  # the old attribute names (CHANGELOG.md, issue 36)
+    setattr(Estimator, _name, _deprecated_capability(_name))
 
 
 def refuse_parameter(name, value, kind, kernel="softmax"):
