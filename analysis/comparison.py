@@ -80,7 +80,7 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
     ``gamma``) or an :class:`rfkernels.estimators.Estimator` (validated; its
     capabilities decide which statements exist). ``geom`` is the geometry of
     the pairs as given: for the Gaussian kernel the exact MSE and Lemma 2
-    are those of its estimate (:func:`rfkernels.theory.exact_log_mse` and
+    are those of its estimate (:func:`rfkernels.theory.exact_mse` and
     :func:`rfkernels.theory.lemma2_of` rescale), and there is no Theorem 2
     bound (:func:`theorem2_reason`).
 
@@ -103,14 +103,14 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
     out_of_range = np.zeros(shape, dtype=bool)
     if est.supports.exact_mse:
         try:
-            logs["mse_exact"][...] = theory.exact_log_mse(geom, m, est)
+            logs["mse_exact"][...] = theory.exact_mse(geom, None, m, est, log=True)
         except OverflowError:  # a point beyond the simplex quadrature's range: the others still count
             g_all = theory.Geometry(*(np.broadcast_to(a, shape) for a in geom))
             m_all = np.broadcast_to(m, shape)
             for i in np.ndindex(shape):
                 try:
-                    logs["mse_exact"][i] = theory.exact_log_mse(
-                        theory.Geometry(*(a[i] for a in g_all)), m_all[i], est)
+                    logs["mse_exact"][i] = theory.exact_mse(
+                        theory.Geometry(*(a[i] for a in g_all)), None, m_all[i], est, log=True)
                 except OverflowError:
                     out_of_range[i] = True
     if est.supports.lemma2:

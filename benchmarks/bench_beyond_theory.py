@@ -2,7 +2,7 @@
 
 Points per second of the exact MSE for the simplex ensemble (a Gauss-Jacobi
 quadrature over B ~ Beta(d/2, 1/2) of 1F1 differences, per point) beside the
-closed forms of the same run: ``theory.exact_mse_from_geometry`` (iid and
+closed forms of the same run: ``theory.exact_mse`` of a geometry (iid and
 orthogonal) and the OPRF closed forms (iid, orthogonal). Random pairs with
 |x|, |y| uniform in [0, 1.5] and a uniform angle (|x ± y|² in [0, 9], the
 range of ``bench_theory.py``), m uniform in [1, 64]; and one stress line
@@ -38,14 +38,14 @@ def main():
         m = rng.integers(1, 65, k)
         print(f"d = {d}, {k} random points, |x ± y|² in [0, 9], m in [1, 64]:")
         for kind in ("positive", "hyperbolic", "trig"):
-            t_ort = best_of(partial(theory.exact_mse_from_geometry, geom, m, kind,
+            t_ort = best_of(partial(theory.exact_mse, geom, None, m, kind,
                                     ensemble="orthogonal", log=True))
-            t_sim = best_of(partial(theory.exact_mse_from_geometry, geom, m, kind,
+            t_sim = best_of(partial(theory.exact_mse, geom, None, m, kind,
                                     ensemble="simplex", log=True))
             _line(f"{kind} orthogonal (closed form)", k, t_ort)
             _line(f"{kind} simplex (quadrature)", k, t_sim, t_ort)
         for ensemble in ("iid", "orthogonal", "simplex"):
-            t = best_of(partial(theory.exact_mse_from_geometry, geom, m, "oprf",
+            t = best_of(partial(theory.exact_mse, geom, None, m, "oprf",
                                 ensemble=ensemble, log=True))
             _line(f"oprf {ensemble} (A*)", k, t)
     # the positive 1F1 series: Horner in bins (here) against a logaddexp per term (hg)
@@ -61,9 +61,9 @@ def main():
     geom = theory.Geometry(np.full(k2, 2.0), q / 2, q, q)
     print(f"d = 2, {k2} points, |x ± y|² log-spaced in [1e-8, 1e3], m = 2:")
     for kind in ("positive", "hyperbolic", "trig"):
-        t_ort = best_of(partial(theory.exact_mse_from_geometry, geom, 2, kind,
+        t_ort = best_of(partial(theory.exact_mse, geom, None, 2, kind,
                                 ensemble="orthogonal", log=True))
-        t_sim = best_of(partial(theory.exact_mse_from_geometry, geom, 2, kind,
+        t_sim = best_of(partial(theory.exact_mse, geom, None, 2, kind,
                                 ensemble="simplex", log=True))
         _line(f"{kind} orthogonal (closed form)", k2, t_ort)
         _line(f"{kind} simplex (quadrature)", k2, t_sim, t_ort)

@@ -108,7 +108,7 @@ class Case:
         self.geom = theory.geometry(x, self.y)
         self.a = math.sqrt(s)
         self.A = float(theory.oprf_optimal_a_from_geometry(self.geom)) if kind == "oprf" else None
-        log_exact = float(theory.exact_mse_from_geometry(self.geom, m, kind, ensemble=ensemble,
+        log_exact = float(theory.exact_mse(self.geom, None, m, kind, ensemble=ensemble,
                                                          A=self.A, log=True))
         self.rel_exact = math.exp(log_exact - 2.0 * float(self.geom.log_sm))  # MSE / SM^2
 

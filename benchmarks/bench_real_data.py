@@ -56,14 +56,14 @@ def _digits():
 def _direct_simplex(x, gamma, pairs, repeat):
     """Seconds per pair of the simplex quadrature (the theory called directly on ``pairs`` pairs)."""
     from rfkernels.estimators import estimator
-    from rfkernels.theory import Geometry, exact_log_mse
+    from rfkernels.theory import Geometry, exact_mse
 
     rng = np.random.default_rng(0)
     i, j = rng.integers(0, x.shape[0], (2, pairs))
     t = np.sum((x[i] - x[j]) ** 2, axis=1)
     geom = Geometry(np.full(pairs, float(x.shape[1])), t / 4.0, np.zeros(pairs), t)
     est = estimator("trig", ensemble="simplex", kernel="gaussian", gamma=gamma, batch=True)
-    return best_of(lambda: exact_log_mse(geom, 128, est), repeat) / pairs
+    return best_of(lambda: exact_mse(geom, None, 128, est, log=True), repeat) / pairs
 
 
 def main(argv=None):

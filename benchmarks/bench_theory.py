@@ -41,9 +41,9 @@ def main():
     geom = theory.geometry_from_angle(16, rng.uniform(0, 1.5, k), rng.uniform(0, 1.5, k),
                                       rng.uniform(0, np.pi, k))
     m = rng.integers(1, 65, k)
-    t_ours = best_of(lambda: theory.exact_mse_from_geometry(geom, m, "positive", ensemble="orthogonal"))
+    t_ours = best_of(lambda: theory.exact_mse(geom, None, m, "positive", ensemble="orthogonal"))
     t_naive = best_of(lambda: naive_orthogonal_positive(geom, m))
-    ours = theory.exact_mse_from_geometry(geom, m, "positive", ensemble="orthogonal")
+    ours = theory.exact_mse(geom, None, m, "positive", ensemble="orthogonal")
     naive = naive_orthogonal_positive(geom, m)
     rel = np.abs(naive / ours - 1)
     print(f"theory-only sweep grid: {n} points (3 kinds x 2 ensembles x ...), "

@@ -45,9 +45,9 @@ def theory_check_rows():
         for m in sorted({1, max(1, d // 2), d, 2 * d + 1}):
             for kind in ("positive", "hyperbolic", "trig"):
                 lemma = float(theory.lemma2_mse_from_geometry(geom, m, kind, log=True))
-                iid = float(theory.exact_mse_from_geometry(geom, m, kind, log=True))
+                iid = float(theory.exact_mse(geom, None, m, kind, log=True))
                 ort = float(
-                    theory.exact_mse_from_geometry(geom, m, kind, ensemble="orthogonal", log=True)
+                    theory.exact_mse(geom, None, m, kind, ensemble="orthogonal", log=True)
                 )
                 bound = None  # the rows' orthogonal MSE is exact_mse's: chi norms
                 if theorem2_reason(kind, "orthogonal", "chi", m, d) is None:

@@ -143,7 +143,7 @@ def estimators_for(X, Y):
 
 def log_mse_pairs(est, X, Y):
     """Natural log of the exact MSE of ``est`` at each pair ``(X[i], Y[i])``."""
-    return np.asarray(theory.exact_log_mse(theory.geometry(X, Y), est.m, est, vectors=(X, Y)),
+    return np.asarray(theory.exact_mse(theory.geometry(X, Y), None, est.m, est, vectors=(X, Y), log=True),
                       dtype=float)
 
 

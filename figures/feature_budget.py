@@ -57,12 +57,12 @@ def compute(quick=False, seed=0, progress=None):
     lines = []
     for kind in KINDS:
         for ensemble in ("iid", "orthogonal"):
-            mse = theory.exact_mse_from_geometry(geom, PROJECTIONS[kind], kind, ensemble=ensemble)
+            mse = theory.exact_mse(geom, None, PROJECTIONS[kind], kind, ensemble=ensemble)
             lines += [{"kind": kind, "ensemble": ensemble, "r": R, "m": PROJECTIONS[kind],
                        "angle": float(a), "mse_exact": float(v)} for a, v in zip(angles, mse)]
     beyond = []
     for kind, ensemble in BEYOND:
-        mse = theory.exact_mse_from_geometry(geom, R, kind, ensemble=ensemble)
+        mse = theory.exact_mse(geom, None, R, kind, ensemble=ensemble)
         beyond += [{"kind": kind, "ensemble": ensemble, "r": R, "m": R, "angle": float(a),
                     "mse_exact": float(v)} for a, v in zip(angles, mse)]
     mc_angles = np.linspace(0.3, np.pi - 0.3, 3 if quick else 6)

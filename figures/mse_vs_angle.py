@@ -24,7 +24,7 @@ def compute(quick=False, seed=0, progress=None):
     lines = []
     for kind in KINDS:
         for ensemble in ("iid", "orthogonal"):
-            mse = theory.exact_mse_from_geometry(geom, M, kind, ensemble=ensemble)
+            mse = theory.exact_mse(geom, None, M, kind, ensemble=ensemble)
             lines += [{"kind": kind, "ensemble": ensemble, "angle": float(a), "mse_exact": float(v)}
                       for a, v in zip(angles, mse)]
     mc_angles = np.linspace(0.25, np.pi - 0.25, 3 if quick else 7)

@@ -30,8 +30,8 @@ def compute(quick=False, seed=0, progress=None):
     lines = []
     for kind in KINDS:
         lemma = theory.lemma2_mse_from_geometry(geom, m_line, kind)
-        iid = theory.exact_mse_from_geometry(geom, m_line, kind)
-        ort = theory.exact_mse_from_geometry(geom, m_line, kind, ensemble="orthogonal")
+        iid = theory.exact_mse(geom, None, m_line, kind)
+        ort = theory.exact_mse(geom, None, m_line, kind, ensemble="orthogonal")
         bound = np.full(m_line.shape, np.nan)
         if kind == "positive":
             sel = m_line <= D

@@ -67,8 +67,8 @@ def _geometry(d, s):
 def log_ratio(d, s, kind, ensemble):
     """log(MSE(kind, ensemble) / MSE(positive, iid)) at x = y, |x + y|^2 = s, m = d."""
     g = _geometry(d, s)
-    ref = theory.exact_mse_from_geometry(g, d, "positive", ensemble="iid", log=True)
-    return theory.exact_mse_from_geometry(g, d, kind, ensemble=ensemble, log=True) - ref
+    ref = theory.exact_mse(g, None, d, "positive", ensemble="iid", log=True)
+    return theory.exact_mse(g, None, d, kind, ensemble=ensemble, log=True) - ref
 
 
 def compute(quick=False, seed=0, progress=None):
@@ -95,7 +95,7 @@ def compute(quick=False, seed=0, progress=None):
         # auto: tilted where a pilot finds a heavy tail (the literal method is always plain)
         row = evaluate_point(point, trials=trials, seed=point_seed(seed, point), backend=BACKEND,
                              method=method, proposal=PROPOSAL)
-        ref = float(np.exp(theory.exact_mse_from_geometry(_geometry(d, u), d, "positive",
+        ref = float(np.exp(theory.exact_mse(_geometry(d, u), None, d, "positive",
                                                           ensemble="iid", log=True)))
         points.append({"d": d, "kind": kind, "ensemble": ensemble, "method": method, "u_sq": u,
                        "trials": trials, "mse_mc": row["mse_mc"], "stderr": row["stderr"],

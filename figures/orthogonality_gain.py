@@ -37,8 +37,8 @@ def compute(quick=False, seed=0, progress=None):
             geom = theory.geometry_from_angle(d, r, r, np.pi / 2)
             for ratio in M_OVER_D:
                 m = np.maximum(1, np.round(ratio * d)).astype(int)
-                iid = theory.exact_mse_from_geometry(geom, m, kind, log=True)
-                ort = theory.exact_mse_from_geometry(geom, m, kind, ensemble="orthogonal", log=True)
+                iid = theory.exact_mse(geom, None, m, kind, log=True)
+                ort = theory.exact_mse(geom, None, m, kind, ensemble="orthogonal", log=True)
                 guaranteed = np.full(d.shape, np.nan)
                 if kind == "positive" and ratio <= 1:
                     guaranteed = np.exp(theory.theorem2_bound_from_geometry(geom, m, log=True) - iid)

@@ -38,7 +38,7 @@ from numpy.polynomial import chebyshev
 from .estimators import estimator, registry
 from .estimators.kernels import check_gamma
 from .features import estimate, feature_map
-from .theory import Geometry, exact_log_mse, pairs_in_blocks
+from .theory import Geometry, exact_mse, pairs_in_blocks
 from .transformer import NotFittedError, RandomFeatures, check_samples, fit_seed
 from .validation import check_choice, check_int, check_int_array, check_memory
 
@@ -263,7 +263,7 @@ def _direct(t, h, d, m, est):
         else:
             hc = h[lo:lo + _CHUNK]
             geom = Geometry(np.full(tc.shape, float(d)), hc, np.maximum(4.0 * hc - tc, 0.0), tc)
-        out[lo:lo + _CHUNK] = exact_log_mse(geom, m, est, log=False)
+        out[lo:lo + _CHUNK] = exact_mse(geom, None, m, est, log=False)
     return out
 
 

@@ -238,7 +238,7 @@ def rank_estimators(x=None, y=None, *, r, geom=None, kernel="softmax", gamma=Non
 
     Notes
     -----
-    Each value is :func:`rfkernels.theory.exact_log_mse` of the estimator
+    Each value is :func:`rfkernels.theory.exact_mse` of the estimator
     at ``m`` projections, so it is the value :func:`rfkernels.theory.exact_mse`
     gives. OPRF's A is the variance-minimising :math:`A^*` of the pair; for a
     population, one A fitted on it (:func:`rfkernels.features.oprf_auto_a`'s
@@ -362,7 +362,7 @@ def _log_mse(est, m, r, inputs, fits):
                         kernel=est.kernel.name, gamma=getattr(est.kernel_params, "gamma", None),
                         d=inputs.d, **values)
     try:
-        logs = theory.exact_log_mse(inputs.geom, m, est, log=True, vectors=inputs.vectors)
+        logs = theory.exact_mse(inputs.geom, None, m, est, log=True, vectors=inputs.vectors)
     except _THEORY_ERRORS as exc:
         return None, f"the theory has no value here: {_one_line(exc)}"
     log_mse = _log_mean(np.asarray(logs, dtype=np.float64))

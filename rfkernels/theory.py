@@ -51,7 +51,8 @@ from .numerics import closed_form as _cf
 from .numerics import oprf_simplex as _oprf_simplex
 from .numerics.closed_form import finish as _finish
 from .numerics.closed_form import log_expm1 as _log_expm1
-from .estimators import estimator, registry
+from .docstrings import fill
+from .estimators import as_estimator, estimator, registry
 from .pairs import is_derf
 from .validation import (
     check_bool,
@@ -411,31 +412,18 @@ def theorem2_bound(x, y, m, *, norms="chi", log=False):
 # ---------------------------------------------------------------------------
 
 
-def exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None, log=False,
-                            kernel="softmax", gamma=None):
-    """:func:`exact_mse` for a :class:`Geometry` of the unscaled pair (the form sweeps use)."""
-    log = check_bool(log, "log")
-    geom = _checked_geometry(geom)
-    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
-                    gamma=gamma)
-    return exact_log_mse(geom, m, est, log=log)
+def _exact(geom, m, est, log, vectors):
+    """The exact MSE of a validated :class:`rfkernels.estimators.Estimator` at a checked geometry.
 
-
-def exact_log_mse(geom, m, est, *, log=True, vectors=None):
-    """The exact MSE (its log by default) of a validated :class:`rfkernels.estimators.Estimator`.
-
-    ``m`` is checked against the batch; the estimator's capability says why
-    there is no closed form (ValueError) where there is none. ``vectors``,
-    the pair(s) ``(x, y)`` of ``geom``, reach the kind's theory (a kind whose
-    MSE depends on the vectors themselves needs them). ``geom`` and
-    ``vectors`` are those of the pair as given; the estimator's target
-    kernel rescales them (:func:`kernel_geometry`) and multiplies the MSE by
-    its factor squared.
+    ``vectors``, the pair(s) ``(x, y)`` of ``geom``, reach the kind's theory
+    (a kind whose MSE depends on the vectors themselves needs them). The
+    estimator's target kernel rescales the pair (:func:`kernel_geometry`)
+    and multiplies the MSE by its factor squared.
     """
     est.supports.exact_mse.require()
     if vectors is None and est.kind.theory_needs_vectors:
         raise ValueError(f"the exact MSE of kind={est.kind.name!r} depends on x and y themselves, "
-                         "not only on their geometry: use theory.exact_mse(x, y, ...)")
+                         "not only on their geometry: pass the vectors (x, y)")
     m = _check_m(m, geom)
     if est.ensemble.min_d > 1 and np.any(np.asarray(geom.d) < est.ensemble.min_d):
         estimator(est.kind.name, ensemble=est.ensemble.name, d=int(np.min(geom.d)))  # its message
@@ -470,61 +458,53 @@ def _folded(geom, log_factor, est):
     return geom._replace(half_sq=half_sq, s=4.0 * half_sq - geom.t), 0.0
 
 
+@fill(kind="""\
+kind : str or rfkernels.estimators.Estimator
+    A registered kind with an exact theory (``rfkernels.KINDS``;
+    :func:`no_closed_form_reason` says why one has none), or a validated
+    Estimator (``rfkernels.estimator(...).spec``), which carries its own
+    ensemble, norms, kernel and parameters: leave those out.""",
+    m="""\
+m : int or array_like of int
+    Number of projections, broadcast against the batch; orthogonal and
+    simplex projections come in independent blocks of ``d`` rows, the
+    last one partial.""",
+    A="""\
+A : float or array_like, optional
+    ``kind='oprf'``: a float < 1/8, broadcast against the batch; left out,
+    each pair's optimal ``A*`` (:func:`oprf_optimal_a`). ``kind='derf'``:
+    a float a (aI) or a symmetric (d, d) array, :math:`8A \\prec I`, shared
+    by the batch.""",
+    population="""\
+population : tuple of array_like, optional
+    ``(queries, keys)``, (n, d) and (n', d), on which the data-fitted kinds
+    ``'saderf'``, ``'aderf'``, ``'sderf'`` are fitted (default: the rows of
+    x and of y as given; a single pair is refused).""")
 def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, kernel="softmax",
-              gamma=None, B_query=None, B_key=None, population=None):
-    r"""Exact MSE of an estimator, iid, (block-)orthogonal or simplex, chi, fixed or antithetic norms.
+              gamma=None, B_query=None, B_key=None, population=None, vectors=None):
+    r"""Exact MSE of an estimator: every kind, ensemble and norm law with a closed form.
+
+    The one exact-MSE function; :meth:`rfkernels.estimator` 's ``mse`` calls
+    it with its validated estimator.
 
     Parameters
     ----------
-    x, y : array_like, shape (..., d)
-        The pair(s) of inputs; broadcast together.
-    m : int or array_like of int
-        Number of projections; orthogonal projections come in independent
-        blocks of ``d`` rows, the last one partial.
-    kind : str
-        A registered kind with an exact theory (:data:`rfkernels.KINDS`;
-        :func:`no_closed_form_reason` says why one has none). E.g.
-        ``'oprf'``: optimal positive random features (``docs/beyond.rst``);
-        ``'offset'``: random-offset Fourier features (scikit-learn's
-        ``RBFSampler``; m outputs), whose MSE is trig's plus
-        :math:`e^{|x|^2 + |y|^2}/(2m)` (``1/(2m)`` for the Gaussian kernel).
-    ensemble : str
-        An ensemble with a closed form (:data:`THEORY_ENSEMBLES`).
-        ``'simplex'`` (simplex random features, blocks of d rows, the last
-        partial) needs d >= 2 and chi norms.
-    norms : str
-        A registered norm law (:data:`rfkernels.NORMS`). Row norms: chi(d)
-        (unbiased), coupled antithetic chi(d), or exactly ``sqrt(d)`` (biased; the
-        MSE is then bias² plus variance). ``kind='oprf'`` and
-        ``ensemble='simplex'`` have an exact theory with chi norms only.
-    A : float or array_like, optional
-        The OPRF parameter (< 1/8; ``kind='oprf'`` only), broadcast against
-        the batch; default: the optimal ``A*`` of each pair
-        (:func:`oprf_optimal_a`). For ``kind='derf'``: a float a (aI) or a
-        symmetric (d, d) array, :math:`8A \prec I`, shared by the batch.
-    B_query, B_key : array_like, shape (d, d), optional
-        ``kind='derf'`` only: the query and key maps (``B_key`` derived
-        from :math:`B_q^\top (I - 4A)^{-1} B_k = I` when omitted, checked when
-        given). At FAVOR+'s and OPRF's parameters this is those kinds'
-        exact MSE, the same bits.
-    population : tuple of array_like, optional
-        ``(queries, keys)``, (n, d) and (n', d): where the data-fitted kinds
-        ``'saderf'``, ``'aderf'``, ``'sderf'`` are fitted (default: the rows
-        of x and of y as given; a single pair is refused).
-    log : bool
-        Return the natural log of the MSE; finite wherever the MSE is
-        positive, even far beyond float64's range.
-    kernel : {'softmax', 'gaussian'}
-        The target: ``exp(x·y)`` or the Gaussian kernel
-        ``exp(-gamma |x - y|^2)``, which is estimated by the softmax
-        estimators at ``(sqrt(2 gamma) x, sqrt(2 gamma) y)`` times
-        ``exp(-gamma (|x|^2 + |y|^2))`` (MATH.md, "The Gaussian (RBF)
-        kernel"); ``A`` is then that of the scaled pair. With fixed norms
-        the estimate is of a Bessel kernel, and the MSE is bias² plus
-        variance against the Gaussian.
-    gamma : float, optional
-        The Gaussian kernel's parameter (> 0; required with
-        ``kernel='gaussian'``, refused otherwise).
+    x, y : array_like of shape (..., d), or a Geometry and None
+        The pair(s) of inputs, broadcast together; or ``x`` a
+        :class:`Geometry` (of a batch of pairs) and ``y`` None.
+    %(m)s
+    %(kind)s
+    %(ensemble)s
+    %(norms)s
+    %(A)s
+    %(B)s
+    %(population)s
+    %(log)s
+    %(kernel)s
+    %(gamma)s
+    vectors : tuple of array_like, optional
+        With a Geometry only: the pair(s) ``(x, y)`` it is the geometry of,
+        for the kinds whose MSE depends on the vectors themselves.
 
     Returns
     -------
@@ -536,8 +516,9 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     ValueError
         Non-finite, non-real ("Complex data not supported") or badly shaped
         x, y; m < 1 or not broadcastable; unknown kind, ensemble or norms;
-        ``norms='fixed'`` with oprf or simplex; ``A`` >= 1/8 or given for
-        another kind; simplex with d = 1.
+        a choice without a closed form (the estimator's
+        ``supports.exact_mse`` reason); ``A`` >= 1/8 or given for another
+        kind; simplex with d = 1.
     OverflowError
         Simplex ensembles with ``|x ± y|^2/(d - 1)`` beyond about 3300 (the
         quadrature's range).
@@ -563,29 +544,17 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     Each difference is summed as one series with cancellation-free
     coefficients (small arguments), from the positive Taylor series scaled by
     :math:`e^{-2x}` (large positive arguments), from Kummer's transformation
-    (large negative arguments) or asymptotically (beyond 5000).
+    (large negative arguments) or asymptotically (beyond 5000). OPRF and
+    simplex come from :mod:`rfkernels.numerics.oprf_simplex` (the simplex
+    pair term is a one-dimensional Gauss-Jacobi quadrature;
+    ``docs/beyond.rst``). ``kind='offset'``: trig's MSE plus
+    :math:`e^{|x|^2 + |y|^2}/(2m)` (``1/(2m)`` for the Gaussian kernel).
 
-    Accuracy against 50-digit mpmath (``tests/_mpmath_reference.py``): the
-    test asserts a relative error (``|log got - log ref|``) of at most 1e-10
-    for :math:`|x \pm y|^2 \in [10^{-8}, 10^3]`,
-    :math:`d \in \{1, 2, 3, 16, 65, 4096\}`, :math:`m \in \{1, 3, d, 2d + 1\}`,
-    both ensembles and both norms. The worst measured on that grid is
-    7.0e-12 with chi norms and 8.7e-11 (OpenBLAS SkylakeX kernels) to
-    8.9e-11 (Haswell) with fixed norms, both for trig features at
-    d = m = 4096, orthogonal (the fixed-norm quadrature's matrix product
-    rounds with the BLAS kernel); e.g. 4.1e-12 for
-    ``exact_mse(*pair(4096, 1e-3, 1e-3, 2.0), 4095, "hyperbolic", ensemble="orthogonal")``.
-    Measured with ``OPENBLAS_CORETYPE=SkylakeX python3 -m pytest
-    tests/test_theory.py -k test_exact_mse_against_mpmath -rP -p no:cacheprovider
-    | grep worst`` (and ``Haswell``).
-
-    OPRF (every ensemble) and simplex (every kind) come from
-    :func:`rfkernels.numerics.oprf_simplex.log_mse` (through the kinds of :mod:`rfkernels.estimators`): the
-    simplex pair term is a one-dimensional Gauss-Jacobi quadrature; against
-    40-digit mpmath the worst ``|log got - log ref|`` is 5.3e-12 on
-    ``|x ± y|^2`` in [1e-8, 1e3], d up to 1024 (``python3 -m pytest
-    tests/test_beyond_theory.py -k against_mpmath -rP -p no:cacheprovider |
-    grep worst``). Formulas: ``docs/beyond.rst``.
+    Accuracy: within 1e-10 relative of 50-digit mpmath for
+    :math:`|x \pm y|^2 \in [10^{-8}, 10^3]` and d from 1 to 4096
+    (``tests/test_theory.py::test_exact_mse_against_mpmath``,
+    ``tests/test_beyond_theory.py``); the measured worst cases are in
+    ``docs/performance.md``.
 
     Examples
     --------
@@ -598,24 +567,32 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     True
     """
     log = check_bool(log, "log")
-    geom = geometry(x, y)
-    est = estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
-                    gamma=gamma, B_query=B_query, B_key=B_key, d=_derf_d(kind, x))
-    est = fit_population(est, x, y, population)
-    return exact_log_mse(geom, m, est, log=log, vectors=np.broadcast_arrays(
-        np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)))
-
-
-def log_exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, kernel="softmax",
-                  gamma=None, B_query=None, B_key=None, population=None):
-    """Natural log of :func:`exact_mse`; finite where the MSE overflows float64."""
-    return exact_mse(x, y, m, kind, ensemble=ensemble, norms=norms, A=A, log=True, kernel=kernel,
-                     gamma=gamma, B_query=B_query, B_key=B_key, population=population)
+    if isinstance(x, Geometry):
+        if y is not None:
+            raise ValueError("y must be None when x is a theory.Geometry (it holds the pairs)")
+        geom = _checked_geometry(x)
+        d = None
+        if vectors is not None:
+            vectors = tuple(np.asarray(v, dtype=np.float64) for v in vectors)
+    else:
+        if y is None:
+            raise TypeError("y is None: then x must be a theory.Geometry (d, half_sq, s, t) of the "
+                            f"pairs; got {type(x).__name__}")
+        if vectors is not None:
+            raise ValueError("vectors go with a theory.Geometry x only; here x and y are the vectors")
+        geom = geometry(x, y)
+        vectors = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+        d = _derf_d(kind, x)
+    est = as_estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
+                       gamma=gamma, B_query=B_query, B_key=B_key, d=d)
+    rows = (None, None) if vectors is None else vectors
+    est = fit_population(est, *rows, population)
+    return _exact(geom, m, est, log, vectors)
 
 
 def _derf_d(kind, x):
     """d for a DERF kind's estimator (its (d, d) parameters are checked against it), else None."""
-    return int(np.shape(x)[-1]) if is_derf(kind) else None
+    return int(np.shape(x)[-1]) if isinstance(kind, str) and is_derf(kind) else None
 
 
 def fit_population(est, x, y, population=None):
@@ -632,12 +609,15 @@ def fit_population(est, x, y, population=None):
                              f"kind={est.kind.name!r} {what}")
         return est
     if population is None:
+        if x is None:
+            raise ValueError(f"kind={est.kind.name!r} is fitted on data: pass population=(queries, "
+                             "keys) with a geometry")
         population = (x, y)
     elif not isinstance(population, (tuple, list)) or len(population) != 2:
         raise ValueError("population must be a pair (queries, keys) of (n, d) arrays")
     q, k = (check_vectors(v, name).reshape(-1, np.shape(v)[-1])
             for v, name in zip(population, ("population[0]", "population[1]")))
-    d = np.shape(x)[-1]
+    d = q.shape[1] if x is None else np.shape(x)[-1]
     if q.shape[1] != d or k.shape[1] != d:
         raise ValueError(f"population holds vectors of d = {q.shape[1]} and {k.shape[1]}; the pairs "
                          f"have d = {d}")
@@ -709,19 +689,16 @@ __all__ = [
     "Geometry",
     "THEORY_ENSEMBLES",
     "exact_mse",
-    "exact_mse_from_geometry",
     "geometry",
     "geometry_from_angle",
     "kernel_geometry",
     "kernel_log_value",
     "lemma2_mse",
-    "exact_log_mse",
     "no_closed_form_reason",
     "no_lemma2_reason",
     "no_theorem2_reason",
     "lemma2_mse_from_geometry",
     "lemma2_of",
-    "log_exact_mse",
     "oprf_optimal_a",
     "oprf_optimal_a_from_geometry",
     "pair",
@@ -737,7 +714,27 @@ _RENAMED = {
     "NORMS": ("rfkernels.NORMS", lambda: registry.names("norms")),
     "PAPER_KINDS": ("rfkernels.PAPER_KINDS",
                     lambda: tuple(k.name for k in registry.entries("kind") if k.paper)),
+    # issue 36: one exact-MSE function (its Geometry form and log= cover these)
+    "exact_mse_from_geometry": ("rfkernels.theory.exact_mse(geom, None, m, kind, ...)",
+                                lambda: _exact_mse_from_geometry),
+    "log_exact_mse": ("rfkernels.theory.exact_mse(..., log=True)", lambda: _log_exact_mse),
+    "exact_log_mse": ("rfkernels.theory.exact_mse(geom, None, m, est, log=True, vectors=...)",
+                      lambda: _exact_log_mse),
 }
+
+
+def _exact_mse_from_geometry(geom, m, kind, *, ensemble="iid", norms="chi", A=None, log=False,
+                             kernel="softmax", gamma=None):
+    return exact_mse(geom, None, m, kind, ensemble=ensemble, norms=norms, A=A, log=log,
+                     kernel=kernel, gamma=gamma)
+
+
+def _log_exact_mse(x, y, m, kind, **choices):
+    return exact_mse(x, y, m, kind, log=True, **choices)
+
+
+def _exact_log_mse(geom, m, est, *, log=True, vectors=None):
+    return exact_mse(geom, None, m, est, log=log, vectors=vectors)
 
 
 def __getattr__(name):

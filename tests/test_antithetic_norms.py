@@ -194,8 +194,8 @@ def test_refuses_beyond_the_quadrature():
 def test_large_s_is_finite_and_at_most_chi():
     for s, strict in ((10.0, True), (300.0, False)):
         x, y = _pair(16, s, 1.0)
-        anti = theory.log_exact_mse(x, y, 16, "positive", ensemble="orthogonal", norms="antithetic")
-        chi = theory.log_exact_mse(x, y, 16, "positive", ensemble="orthogonal", norms="chi")
+        anti = theory.exact_mse(x, y, 16, "positive", ensemble="orthogonal", norms="antithetic", log=True)
+        chi = theory.exact_mse(x, y, 16, "positive", ensemble="orthogonal", norms="chi", log=True)
         # at s = 300 the coupled pairs change the MSE by far less than its rounding (module notes)
         assert np.isfinite(anti) and (anti < chi if strict else anti == chi), (s, anti, chi)
 

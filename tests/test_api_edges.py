@@ -52,7 +52,7 @@ COMPLEX_CALLS = {
     "softmax_kernel": lambda: softmax_kernel(X + 1j, Y),
     "log_softmax_kernel": lambda: log_softmax_kernel(X, Y * 1j),
     "exact_mse": lambda: theory.exact_mse(X + 1j, Y, 8, "positive"),
-    "log_exact_mse": lambda: theory.log_exact_mse(X, Y + 0j, 8, "trig"),
+    "log_exact_mse": lambda: theory.exact_mse(X, Y + 0j, 8, "trig", log=True),
     "exact_mse m": lambda: theory.exact_mse(X, Y, 8 + 0j, "positive"),
     "lemma2_mse": lambda: theory.lemma2_mse(X + 1j, Y, 8, "positive"),
     "theorem2_bound": lambda: theory.theorem2_bound(X, Y + 1j, 2),
@@ -107,7 +107,7 @@ def test_real_numbers_of_any_real_dtype_are_accepted():
 
 BOOL_CALLS = {
     "exact_mse log": lambda v: theory.exact_mse(X, Y, 8, "positive", log=v),
-    "log via geometry": lambda v: theory.exact_mse_from_geometry(theory.geometry(X, Y), 8,
+    "log via geometry": lambda v: theory.exact_mse(theory.geometry(X, Y), None, 8,
                                                                   "trig", log=v),
     "lemma2_mse log": lambda v: theory.lemma2_mse(X, Y, 8, "positive", log=v),
     "theorem2_bound log": lambda v: theory.theorem2_bound(X, Y, 2, log=v),
@@ -131,7 +131,7 @@ def test_boolean_flags_must_be_booleans(call, value):
 
 def test_numpy_booleans_are_booleans():
     assert theory.exact_mse(X, Y, 8, "positive", log=np.bool_(True)) == pytest.approx(
-        theory.log_exact_mse(X, Y, 8, "positive"))
+        theory.exact_mse(X, Y, 8, "positive", log=True))
 
 
 # ---------------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_log_softmax_kernel_matches_the_matrix_product_in_range():
 def test_log_exact_mse_of_huge_inputs_raises_clearly(kind, norms):
     # |x|^2 = 1e320 is beyond float64, and so is the log of the MSE (of that order)
     with pytest.raises(FloatingPointError, match=r"overflow float64 .*cannot be represented"):
-        theory.log_exact_mse(X * 1e160, Y, 8, kind, norms=norms)
+        theory.exact_mse(X * 1e160, Y, 8, kind, norms=norms, log=True)
     with pytest.raises(FloatingPointError, match="squared norms"):
         theory.exact_mse(X * 1e160, Y, 8, kind, norms=norms, log=True)
     with pytest.raises(FloatingPointError, match="squared norms"):
@@ -251,7 +251,7 @@ def test_log_exact_mse_of_huge_inputs_raises_clearly(kind, norms):
 
 def test_log_exact_mse_stays_finite_below_the_overflow():
     # |x|^2 = 1e300: the MSE is e^(~1e300), its log a float
-    got = theory.log_exact_mse(*theory.pair(3, 1e150, 1.0, 1.0), 8, "positive")
+    got = theory.exact_mse(*theory.pair(3, 1e150, 1.0, 1.0), 8, "positive", log=True)
     assert np.isfinite(got) and got > 1e299
     x, _ = theory.pair(3, 1e160, 1.0, 1.0)  # building the vectors is fine
     assert x[0] == 1e160
@@ -352,7 +352,7 @@ def test_theory_batch_estimate_bounds_the_measured_peak():
                                            r.uniform(0, 3, n))
             tracemalloc.start()
             try:
-                theory.exact_mse_from_geometry(g, 24, kind, ensemble="orthogonal", norms=norms,
+                theory.exact_mse(g, None, 24, kind, ensemble="orthogonal", norms=norms,
                                                log=True)
                 peak = tracemalloc.get_traced_memory()[1]
             finally:
@@ -404,15 +404,15 @@ def test_geometry_entries_take_scalar_fields_and_refuse_bad_ones():
 
     g = theory.Geometry(16.0, 2.0, 3.0, 1.0)
     arr = theory.Geometry(*(np.array([v]) for v in g))
-    assert theory.exact_mse_from_geometry(g, 8, "positive") == pytest.approx(
-        theory.exact_mse_from_geometry(arr, 8, "positive")[0], rel=1e-15)
+    assert theory.exact_mse(g, None, 8, "positive") == pytest.approx(
+        theory.exact_mse(arr, None, 8, "positive")[0], rel=1e-15)
     assert np.isfinite(theory.lemma2_mse_from_geometry(g, 8, "trig"))
     assert np.isfinite(theory.theorem2_bound_from_geometry(g, 8))
     with pytest.raises(ValueError, match="geom.d must hold whole numbers >= 1"):
-        theory.exact_mse_from_geometry(theory.Geometry(0.5, 2.0, 3.0, 1.0), 8, "positive")
+        theory.exact_mse(theory.Geometry(0.5, 2.0, 3.0, 1.0), None, 8, "positive")
     with pytest.raises(ValueError, match="geom.half_sq is a squared length"):
-        theory.exact_mse_from_geometry(theory.Geometry(16, -2.0, 3.0, 1.0), 8, "positive")
+        theory.exact_mse(theory.Geometry(16, -2.0, 3.0, 1.0), None, 8, "positive")
     with pytest.raises(ValueError, match="do not broadcast"):
-        theory.exact_mse_from_geometry(theory.Geometry(16, [1, 2], [1, 2, 3], 1.0), 8, "trig")
-    with pytest.raises(TypeError, match="geom must be a theory.Geometry"):
-        theory.exact_mse_from_geometry((16, 2, 3, 1), 8, "positive")
+        theory.exact_mse(theory.Geometry(16, [1, 2], [1, 2, 3], 1.0), None, 8, "trig")
+    with pytest.raises(TypeError, match="then x must be a theory.Geometry"):
+        theory.exact_mse((16, 2, 3, 1), None, 8, "positive")

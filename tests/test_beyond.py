@@ -255,7 +255,7 @@ def test_theory_wiring():
     np.testing.assert_allclose(theory.exact_mse(x, y, 4, "oprf", ensemble="orthogonal", A=0.0),
                                theory.exact_mse(x, y, 4, "positive", ensemble="orthogonal"),
                                rtol=1e-13)
-    np.testing.assert_allclose(theory.log_exact_mse(x, y, 4, "oprf", A=-0.1),
+    np.testing.assert_allclose(theory.exact_mse(x, y, 4, "oprf", A=-0.1, log=True),
                                np.log(theory.exact_mse(x, y, 4, "oprf", A=-0.1)), rtol=1e-14)
     with pytest.raises(ValueError, match="kind='oprf' or kind='derf' only"):
         theory.exact_mse(x, y, 4, "positive", A=-0.1)

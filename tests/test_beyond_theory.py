@@ -89,7 +89,7 @@ def test_oprf_variance_is_exactly_zero_only_at_s_zero_and_a_zero():
     g = _geom(8, np.array([0.0, 0.0]))
     out = bt.oprf_log_variance_from_geometry(g, A=np.array([0.0, -0.2]))
     assert out[0] == -np.inf and np.isfinite(out[1])
-    assert theory.exact_mse_from_geometry(_geom(8, 0.0), 8, "oprf", ensemble="orthogonal") == 0
+    assert theory.exact_mse(_geom(8, 0.0), None, 8, "oprf", ensemble="orthogonal") == 0
 
 
 GRID_D = ref.GRID_D
@@ -109,7 +109,7 @@ def test_oprf_mse_iid_and_orthogonal_against_mpmath(d):
         for m in _ms(d):
             for ensemble in ("iid", "orthogonal"):
                 for a in (None, -0.1, 0.05):
-                    got = theory.exact_mse_from_geometry(g, m, "oprf", ensemble=ensemble,
+                    got = theory.exact_mse(g, None, m, "oprf", ensemble=ensemble,
                                                             A=a, log=True)
                     want = ref.log_mse(d, s / 2, s, m, "oprf", ensemble, a=a)
                     err = _log_err(got, want)
@@ -136,7 +136,7 @@ def test_simplex_mse_against_mpmath(kind):
         for q in GRID_Q:
             g = _geom(d, q)
             for m in _ms(d):
-                got = theory.exact_mse_from_geometry(g, m, kind, ensemble="simplex", log=True)
+                got = theory.exact_mse(g, None, m, kind, ensemble="simplex", log=True)
                 assert np.isfinite(got)
                 want = ref.log_mse(d, q / 2, q, m, kind, "simplex", cov_over=_table(kind, d, q))
                 err = _log_err(got, want)
@@ -188,8 +188,8 @@ def test_simplex_small_argument_limits():
                                 ("trig", (c * c * d - 1) / (d + 2)), ("positive", c * e_w)):
                 g = _geom(d, q, half_sq=0.0)
                 with np.errstate(divide="ignore"):  # theory's iid path warns at q ~ 1e-250
-                    iid = theory.exact_mse_from_geometry(g, d, kind, log=True)
-                ratio_log = theory.exact_mse_from_geometry(g, d, kind, ensemble="simplex",
+                    iid = theory.exact_mse(g, None, d, kind, log=True)
+                ratio_log = theory.exact_mse(g, None, d, kind, ensemble="simplex",
                                                               log=True) - iid
                 want = np.log1p((d - 1) * limit)
                 # positive: 1 - E[sqrt B] ~ 1/(4d) cancels, and log q ~ -575 carries rounding
@@ -216,23 +216,23 @@ def test_oprf_with_a_zero_is_favor_plus_for_every_ensemble():
     g = _geom(16, np.array([1e-6, 0.3, 4.0, 300.0]))
     for ensemble in ("iid", "orthogonal", "simplex"):
         for m in (1, 5, 16, 37):
-            oprf = theory.exact_mse_from_geometry(g, m, "oprf", ensemble=ensemble, A=0.0, log=True)
+            oprf = theory.exact_mse(g, None, m, "oprf", ensemble=ensemble, A=0.0, log=True)
             if ensemble == "simplex":
-                pos = theory.exact_mse_from_geometry(g, m, "positive", ensemble=ensemble, log=True)
+                pos = theory.exact_mse(g, None, m, "positive", ensemble=ensemble, log=True)
             else:
-                pos = theory.exact_mse_from_geometry(g, m, "positive", ensemble=ensemble, log=True)
+                pos = theory.exact_mse(g, None, m, "positive", ensemble=ensemble, log=True)
             np.testing.assert_allclose(oprf, pos, rtol=0, atol=1e-12)
 
 
 def test_one_projection_and_iid_need_no_pair_term():
     g = _geom(6, np.array([0.01, 2.0, 50.0]))
     for kind in ("positive", "hyperbolic", "trig"):
-        one = theory.exact_mse_from_geometry(g, 1, kind, ensemble="simplex")
-        np.testing.assert_allclose(one, theory.exact_mse_from_geometry(g, 1, kind), rtol=1e-14)
+        one = theory.exact_mse(g, None, 1, kind, ensemble="simplex")
+        np.testing.assert_allclose(one, theory.exact_mse(g, None, 1, kind), rtol=1e-14)
     for ens in ("orthogonal", "simplex"):
         np.testing.assert_allclose(
-            theory.exact_mse_from_geometry(g, 1, "oprf", ensemble=ens),
-            theory.exact_mse_from_geometry(g, 1, "oprf"), rtol=1e-14)
+            theory.exact_mse(g, None, 1, "oprf", ensemble=ens),
+            theory.exact_mse(g, None, 1, "oprf"), rtol=1e-14)
 
 
 # ---------------------------------------------------------------------------
@@ -299,16 +299,16 @@ def test_exact_mse_matches_literal_monte_carlo(d, m, ensemble, nx, ny, angle):
     for kind in kinds:
         a = float(bt.oprf_optimal_a_from_geometry(g)) if kind == "oprf" else None
         err2 = (_estimates(w, x, y, kind, a) - sm) ** 2
-        exact = float(theory.exact_mse_from_geometry(g, m, kind, ensemble=ensemble))
+        exact = float(theory.exact_mse(g, None, m, kind, ensemble=ensemble))
         z = _z(err2, exact)
         se = err2.std(ddof=1) / np.sqrt(trials)
         print(f"MC d={d} m={m} {ensemble} {kind}: MC {err2.mean():.5g} exact {exact:.5g} z={z:+.2f}")
         assert abs(z) < 4, (kind, err2.mean(), exact, z)
         # the check can fail: the alternative answer is many standard errors away
         if kind == "oprf":
-            other = theory.exact_mse_from_geometry(g, m, "oprf", ensemble=ensemble, A=0.0)
+            other = theory.exact_mse(g, None, m, "oprf", ensemble=ensemble, A=0.0)
         elif m > 1:
-            other = theory.exact_mse_from_geometry(g, m, kind, ensemble="orthogonal")
+            other = theory.exact_mse(g, None, m, kind, ensemble="orthogonal")
         assert abs(other - exact) > 6 * se, (kind, other, exact, se)
 
 
@@ -319,8 +319,8 @@ def test_trig_simplex_beats_orthogonal_near_ten_by_monte_carlo():
     g = theory.geometry(x, y)
     rng = np.random.default_rng(2023)
     err2 = (_estimates(_draw(rng, trials, d, m, "simplex"), x, y, "trig") - np.exp(x @ y)) ** 2
-    exact = float(theory.exact_mse_from_geometry(g, m, "trig", ensemble="simplex"))
-    ort = float(theory.exact_mse_from_geometry(g, m, "trig", ensemble="orthogonal"))
+    exact = float(theory.exact_mse(g, None, m, "trig", ensemble="simplex"))
+    ort = float(theory.exact_mse(g, None, m, "trig", ensemble="orthogonal"))
     se = err2.std(ddof=1) / np.sqrt(trials)
     print(f"trig d=m=3 t=9.5: MC {err2.mean():.5g} simplex {exact:.5g} orthogonal {ort:.5g} se {se:.2g}")
     assert exact / ort < 0.92
@@ -337,9 +337,9 @@ def test_math_md_example_d4():
     x = np.array([0.3, -0.2, 0.1, 0.25])
     y = np.array([0.1, 0.3, -0.2, 0.15])
     g = theory.geometry(x, y)
-    iid = theory.exact_mse_from_geometry(g, 4, "positive")
-    ort = theory.exact_mse_from_geometry(g, 4, "positive", ensemble="orthogonal")
-    sim = theory.exact_mse_from_geometry(g, 4, "positive", ensemble="simplex")
+    iid = theory.exact_mse(g, None, 4, "positive")
+    ort = theory.exact_mse(g, None, 4, "positive", ensemble="orthogonal")
+    sim = theory.exact_mse(g, None, 4, "positive", ensemble="simplex")
     assert (round(float(iid), 4), round(float(ort), 4), round(float(sim), 4)) == (0.0987, 0.0923, 0.0261)
 
 
@@ -351,10 +351,10 @@ def test_math_md_oprf_example():
     printed values are reproduced; at exactly 1.47 orthogonal OPRF is 0.1496.
     """
     g = _geom(8, 1.4745)
-    scale = 0.327 / theory.exact_mse_from_geometry(g, 8, "positive")
-    got = [scale * theory.exact_mse_from_geometry(g, 8, "oprf", ensemble=e)
+    scale = 0.327 / theory.exact_mse(g, None, 8, "positive")
+    got = [scale * theory.exact_mse(g, None, 8, "oprf", ensemble=e)
            for e in ("iid", "orthogonal")]
-    got.append(scale * theory.exact_mse_from_geometry(g, 8, "positive", ensemble="orthogonal"))
+    got.append(scale * theory.exact_mse(g, None, 8, "positive", ensemble="orthogonal"))
     assert [round(float(v), 3) for v in got] == [0.207, 0.149, 0.270]
 
 
@@ -363,8 +363,8 @@ def test_hyperbolic_simplex_is_worse_than_orthogonal_everywhere():
     for d in (2, 3, 4, 16, 256):
         g = _geom(d, q, half_sq=0.0)
         m = np.array([[2], [d], [d + 1], [3 * d]])
-        sim = theory.exact_mse_from_geometry(g, m, "hyperbolic", ensemble="simplex", log=True)
-        ort = theory.exact_mse_from_geometry(g, m, "hyperbolic", ensemble="orthogonal", log=True)
+        sim = theory.exact_mse(g, None, m, "hyperbolic", ensemble="simplex", log=True)
+        ort = theory.exact_mse(g, None, m, "hyperbolic", ensemble="orthogonal", log=True)
         assert np.all(sim >= ort - 1e-12), d
         assert np.all((sim > ort + 1e-9)[:, q < 5])  # strictly, where the pair term matters
 
@@ -373,16 +373,16 @@ def test_trig_simplex_worse_at_small_distance_better_near_ten():
     small = np.array([1e-4, 0.1, 1.0])
     for d in (2, 3, 4, 8, 16, 64, 1024):
         g = _geom(d, small, half_sq=0.0)
-        sim = theory.exact_mse_from_geometry(g, d, "trig", ensemble="simplex")
-        ort = theory.exact_mse_from_geometry(g, d, "trig", ensemble="orthogonal")
+        sim = theory.exact_mse(g, None, d, "trig", ensemble="simplex")
+        ort = theory.exact_mse(g, None, d, "trig", ensemble="orthogonal")
         assert np.all(sim > ort), d
     # better near |z|² ~ 10 for 3 <= d <= 32; the gain fades fast with d
     t = np.geomspace(5, 20, 31)
     gains = {}
     for d in (2, 3, 4, 8, 16, 32):
         g = _geom(d, t, half_sq=0.0)
-        ratio = (theory.exact_mse_from_geometry(g, d, "trig", ensemble="simplex")
-                 / theory.exact_mse_from_geometry(g, d, "trig", ensemble="orthogonal"))
+        ratio = (theory.exact_mse(g, None, d, "trig", ensemble="simplex")
+                 / theory.exact_mse(g, None, d, "trig", ensemble="orthogonal"))
         gains[d] = 1 - ratio.min()
         if d == 2:
             assert np.all(ratio > 1.2)
@@ -402,9 +402,9 @@ def test_log_domain_is_finite_where_the_value_overflows():
     for kind in KINDS:
         if kind != "trig":
             with pytest.raises(FloatingPointError, match="overflows float64.*log=True"):
-                theory.exact_mse_from_geometry(g, 16, kind, ensemble="simplex")
+                theory.exact_mse(g, None, 16, kind, ensemble="simplex")
         for ens in ("simplex",) + (("iid", "orthogonal") if kind == "oprf" else ()):
-            assert np.isfinite(theory.exact_mse_from_geometry(g, 16, kind, ensemble=ens, log=True))
+            assert np.isfinite(theory.exact_mse(g, None, 16, kind, ensemble=ens, log=True))
 
 
 def test_broadcasting_and_elementwise_agreement():
@@ -413,46 +413,46 @@ def test_broadcasting_and_elementwise_agreement():
     m = np.array([1, 4, 11])
     a = np.array([-0.2, 0.0, 0.05])
     for kind in KINDS:
-        out = theory.exact_mse_from_geometry(g, m, kind, ensemble="simplex",
+        out = theory.exact_mse(g, None, m, kind, ensemble="simplex",
                                                 A=a if kind == "oprf" else None, log=True)
         assert out.shape == (2, 3)
         for i in range(2):
             for j in range(3):
                 gi = Geometry(*(np.asarray(v)[i, j] for v in g))
-                one = theory.exact_mse_from_geometry(
-                    gi, m[j], kind, ensemble="simplex", A=a[j] if kind == "oprf" else None, log=True)
+                one = theory.exact_mse(
+                    gi, None, m[j], kind, ensemble="simplex", A=a[j] if kind == "oprf" else None, log=True)
                 assert one == pytest.approx(out[i, j], abs=1e-13)
-    assert np.shape(theory.exact_mse_from_geometry(_geom(4, 1.0), np.array([[2], [5]]),
+    assert np.shape(theory.exact_mse(_geom(4, 1.0), None, np.array([[2], [5]]),
                                                       "oprf", ensemble="orthogonal")) == (2, 1)
 
 
 def test_bad_input():
     g = _geom(4, 1.0)
     with pytest.raises(ValueError, match="d >= 2"):
-        theory.exact_mse_from_geometry(_geom(1, 1.0), 2, "positive", ensemble="simplex")
+        theory.exact_mse(_geom(1, 1.0), None, 2, "positive", ensemble="simplex")
     with pytest.raises(ValueError, match="norms='fixed' has no exact theory for simplex"):
-        theory.exact_mse_from_geometry(g, 2, "trig", ensemble="simplex", norms="fixed")
+        theory.exact_mse(g, None, 2, "trig", ensemble="simplex", norms="fixed")
     with pytest.raises(ValueError, match="norms='fixed' has no exact theory for OPRF"):
-        theory.exact_mse_from_geometry(g, 2, "oprf", ensemble="iid", norms="fixed")
+        theory.exact_mse(g, None, 2, "oprf", ensemble="iid", norms="fixed")
     with pytest.raises(ValueError, match="A must be < 1/8"):
-        theory.exact_mse_from_geometry(g, 2, "oprf", A=0.125)
+        theory.exact_mse(g, None, 2, "oprf", A=0.125)
     with pytest.raises(ValueError, match="A must be finite"):
-        theory.exact_mse_from_geometry(g, 2, "oprf", A=np.nan)
+        theory.exact_mse(g, None, 2, "oprf", A=np.nan)
     with pytest.raises(ValueError, match="A is the parameter of kind='oprf' or kind='derf' only"):
-        theory.exact_mse_from_geometry(g, 2, "positive", ensemble="simplex", A=-0.1)
+        theory.exact_mse(g, None, 2, "positive", ensemble="simplex", A=-0.1)
     with pytest.raises(ValueError, match="kind must be one of"):
-        theory.exact_mse_from_geometry(g, 2, "gauss", ensemble="simplex")
+        theory.exact_mse(g, None, 2, "gauss", ensemble="simplex")
     with pytest.raises(ValueError, match="no closed form for the sorf ensemble"):
-        theory.exact_mse_from_geometry(g, 2, "oprf", ensemble="sorf")
+        theory.exact_mse(g, None, 2, "oprf", ensemble="sorf")
     with pytest.raises(ValueError, match="ensemble must be one of"):
-        theory.exact_mse_from_geometry(g, 2, "oprf", ensemble="haar")
+        theory.exact_mse(g, None, 2, "oprf", ensemble="haar")
     with pytest.raises(ValueError, match="m must be >= 1"):
-        theory.exact_mse_from_geometry(g, 0, "oprf")
+        theory.exact_mse(g, None, 0, "oprf")
     with pytest.raises(ValueError, match="does not broadcast"):
-        theory.exact_mse_from_geometry(_geom(4, np.ones(2)), 2, "oprf", A=np.zeros(3))
+        theory.exact_mse(_geom(4, np.ones(2)), None, 2, "oprf", A=np.zeros(3))
     with pytest.raises(TypeError, match="log must be True or False"):
-        theory.exact_mse_from_geometry(g, 2, "oprf", log="yes")
+        theory.exact_mse(g, None, 2, "oprf", log="yes")
     with pytest.raises(OverflowError, match="beyond the range of the exact simplex theory"):
-        theory.exact_mse_from_geometry(_geom(2, 1e4), 2, "positive", ensemble="simplex")
+        theory.exact_mse(_geom(2, 1e4), None, 2, "positive", ensemble="simplex")
     with pytest.raises(ValueError, match="rho .* must be >= 0"):
         bt.oprf_optimal_a(-1.0)

@@ -96,7 +96,7 @@ def test_exact_mse_is_the_numerics(ens):
 def test_exact_mse_needs_the_vectors():
     g = theory.geometry(*_pair())
     with pytest.raises(ValueError, match="depends on x and y themselves"):
-        theory.exact_log_mse(g, 8, estimator("derf", A=0.05, B_query=B))
+        theory.exact_mse(g, None, 8, estimator("derf", A=0.05, B_query=B), log=True)
 
 
 def test_data_fitted_kinds_fit_on_the_population_never_one_pair():

@@ -27,7 +27,7 @@ import pytest
 
 from rfkernels import theory
 from rfkernels.analysis import monte_carlo_mse
-from rfkernels.theory import Geometry, exact_mse, exact_mse_from_geometry
+from rfkernels.theory import Geometry, exact_mse
 
 from _mpmath_reference import exact_mse as mp_softmax_mse
 
@@ -105,7 +105,7 @@ def test_gaussian_exact_mse_against_mpmath(kind, norms, d):
                        for i in range(3))
             geom = _geom(d, h, s, t)  # of the unscaled pair
             for m in ms:
-                got = exact_mse_from_geometry(geom, m, kind, ensemble=ensemble, norms=norms,
+                got = exact_mse(geom, None, m, kind, ensemble=ensemble, norms=norms,
                                               kernel="gaussian", gamma=gamma, log=True)
                 for tz, g in zip(GRID_T, got):
                     err = abs(float(g) - refs[tz][m])
@@ -273,7 +273,7 @@ def test_bad_gamma_one_line_errors_before_any_work(kw, exc, match):
     x, y = theory.pair(3, 0.5, 0.5, 1.0)
     calls = [
         lambda: exact_mse(x, y, 4, "trig", **kw),
-        lambda: exact_mse_from_geometry(theory.geometry(x, y), 4, "offset", **kw),
+        lambda: exact_mse(theory.geometry(x, y), None, 4, "offset", **kw),
         # 2**39 trials would run for hours: the error must come before any trial
         lambda: monte_carlo_mse(x, y, 4, "offset", trials=2**39, seed=0, progress=_never, **kw),
     ]

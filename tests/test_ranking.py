@@ -73,7 +73,7 @@ def _strict(text):
 def test_a_pair_gets_the_theory_s_exact_mse(one, pair, kind, ensemble, m):
     row = one.row(kind, ensemble, "chi")
     assert row.ranked and row.m == m and row.r == R
-    assert row.log_mse == float(theory.log_exact_mse(*pair, m, kind, ensemble=ensemble))
+    assert row.log_mse == float(theory.exact_mse(*pair, m, kind, ensemble=ensemble, log=True))
     np.testing.assert_allclose(row.mse, theory.exact_mse(*pair, m, kind, ensemble=ensemble),
                                rtol=1e-12)
 

@@ -158,6 +158,6 @@ def test_theory_entries_receive_the_vectors(toy):
         np.testing.assert_array_equal(seen[0][0], x)
         np.testing.assert_array_equal(seen[0][1], y)
         with pytest.raises(ValueError, match="depends on x and y themselves"):
-            theory.exact_mse_from_geometry(theory.geometry(x, y), 5, "toyv")
+            theory.exact_mse(theory.geometry(x, y), None, 5, "toyv")
     finally:
         registry.unregister("kind", "toyv")

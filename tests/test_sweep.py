@@ -155,8 +155,8 @@ def test_theory_table_vectorised_equals_pointwise():
     cols = theory_table(spec)
     for i, p in enumerate(spec.points()):
         g = compare_mod.point_geometry(p)
-        want = theory.exact_mse_from_geometry(g, p["m"], p["kind"], ensemble=p["ensemble"],
-                                              norms=p["norms"])
+        want = theory.exact_mse(g, None, p["m"], p["kind"], ensemble=p["ensemble"],
+                                norms=p["norms"])
         assert cols["mse_exact"][i] == pytest.approx(float(want), rel=1e-13)
 
 
@@ -308,13 +308,13 @@ def test_compare_detects_a_planted_wrong_formula(monkeypatch):
 
     from rfkernels.estimators import registry
 
-    real = theory.exact_log_mse  # every exact MSE goes through it
+    real = theory.exact_mse  # every exact MSE goes through it
 
-    def wrong(geom, m, est, **kw):  # forget the covariance: orthogonal := iid
-        return real(geom, m, dataclasses.replace(est, ensemble=registry.entry("ensemble", "iid")),
+    def wrong(x, y, m, est, **kw):  # forget the covariance: orthogonal := iid
+        return real(x, y, m, dataclasses.replace(est, ensemble=registry.entry("ensemble", "iid")),
                     **kw)
 
-    monkeypatch.setattr(theory, "exact_log_mse", wrong)
+    monkeypatch.setattr(theory, "exact_mse", wrong)
     rows = compare([(8, 0.5, 0.5, 1.0)], kinds=("positive",), ensembles=("orthogonal",), m=(8,),
                    trials=40000, seed=1)
     assert rows[0]["mc_consistent"] is False
@@ -955,7 +955,7 @@ def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
     from rfkernels.analysis import evaluate_point
 
     calls = {"exact": 0, "geometry": 0}
-    exact_mse, geometry = theory.exact_log_mse, theory.geometry  # every exact MSE goes through it
+    exact_mse, geometry = theory.exact_mse, theory.geometry  # every exact MSE goes through it
 
     def count_exact(*a, **k):
         calls["exact"] += 1
@@ -965,7 +965,7 @@ def test_a_point_computes_its_geometry_and_exact_mse_once(monkeypatch, method):
         calls["geometry"] += 1
         return geometry(*a, **k)
 
-    monkeypatch.setattr(theory, "exact_log_mse", count_exact)
+    monkeypatch.setattr(theory, "exact_mse", count_exact)
     monkeypatch.setattr(theory, "geometry", count_geometry)
     point = {"kind": "positive", "ensemble": "orthogonal", "norms": "chi", "d": 4, "m": 4,
              "angle": 1.0, "norm_x": 0.3, "norm_y": 0.3}

@@ -10,10 +10,8 @@ from rfkernels import draw_projections, estimate, theory
 from rfkernels.theory import (
     Geometry,
     exact_mse,
-    exact_mse_from_geometry,
     geometry_from_angle,
     lemma2_mse,
-    log_exact_mse,
     pair,
     pairs_in_blocks,
     theorem2_bound,
@@ -58,7 +56,7 @@ def test_exact_mse_against_mpmath(kind, norms, d):
         g = _scaled_geometry(d, target, kind)
         for m in sorted({1, 3, d, 2 * d + 1}):
             for ensemble in ("iid", "orthogonal"):
-                got = exact_mse_from_geometry(g, m, kind, ensemble=ensemble, norms=norms, log=True)
+                got = exact_mse(g, None, m, kind, ensemble=ensemble, norms=norms, log=True)
                 ref = mp_exact_mse(d, float(g.half_sq), float(g.s), float(g.t), m, kind, ensemble, norms)
                 err = _log_rel_err(float(got), ref)
                 worst = max(worst, err)
@@ -109,7 +107,7 @@ def test_exact_iid_equals_lemma2(kind):
     nx, ny, ang = np.meshgrid([0.05, 0.5, 1.0, 3.0], [0.3, 1.0, 2.0], np.linspace(0, np.pi, 7))
     x, y = pair(d, nx, ny, ang)
     for m in (1, 7, 64):
-        exact = log_exact_mse(x, y, m, kind)
+        exact = exact_mse(x, y, m, kind, log=True)
         lemma = lemma2_mse(x, y, m, kind, log=True)
         finite = np.isfinite(lemma)
         np.testing.assert_allclose(exact[finite], lemma[finite], rtol=0, atol=1e-11)
@@ -121,9 +119,9 @@ def test_exact_orthogonal_below_theorem2_bound_on_a_grid():
         nx, ny, ang = np.meshgrid([0.1, 0.5, 1.0, 2.0], [0.1, 0.7, 1.5], np.linspace(0, np.pi, 9))
         x, y = pair(d, nx, ny, ang)
         for m in sorted({1, 2, d // 2 or 1, d}):
-            ort = log_exact_mse(x, y, m, "positive", ensemble="orthogonal")
+            ort = exact_mse(x, y, m, "positive", ensemble="orthogonal", log=True)
             bound = theorem2_bound(x, y, m, log=True)
-            iid = log_exact_mse(x, y, m, "positive")
+            iid = exact_mse(x, y, m, "positive", log=True)
             assert np.all(ort <= bound + 1e-12)
             assert np.all(bound <= iid + 1e-12)
 
@@ -146,8 +144,8 @@ def test_orthogonal_helps_positive_and_hyperbolic(kind):
     for d in (1, 3, 16):
         x, y = pair(d, nx, nx, ang if d > 1 else np.zeros_like(ang))
         for m in (1, d, 3 * d + 1):
-            ort = log_exact_mse(x, y, m, kind, ensemble="orthogonal")
-            iid = log_exact_mse(x, y, m, kind)
+            ort = exact_mse(x, y, m, kind, ensemble="orthogonal", log=True)
+            iid = exact_mse(x, y, m, kind, log=True)
             assert np.all(ort <= iid + 1e-12)
             if m > 1 and d > 1:  # strictly, where the gain exceeds rounding
                 s = theory.geometry(x, y).s
@@ -159,8 +157,8 @@ def test_trig_covariance_changes_sign_at_large_distance():
     """Orthogonal trig features are *worse* than iid at d = 3, |x-y|² = 20."""
     g = geometry_from_angle(3, np.sqrt(5.0), np.sqrt(5.0), np.pi)  # |x - y|² = 20
     assert float(g.t) == pytest.approx(20.0)
-    ort = exact_mse_from_geometry(g, 3, "trig", ensemble="orthogonal")
-    iid = exact_mse_from_geometry(g, 3, "trig")
+    ort = exact_mse(g, None, 3, "trig", ensemble="orthogonal")
+    iid = exact_mse(g, None, 3, "trig")
     assert ort > iid
     with mpmath.workdps(30):
         cov = mpmath.hyp1f1(3, 1.5, -10) - mpmath.exp(-20)
@@ -237,8 +235,8 @@ def test_overflow_raises_and_log_stays_finite():
         exact_mse(x, y, 4, "positive")
     with pytest.raises(FloatingPointError, match="overflows"):
         lemma2_mse(x, y, 4, "positive")
-    value = log_exact_mse(x, y, 4, "positive", ensemble="orthogonal")
-    iid = log_exact_mse(x, y, 4, "positive")
+    value = exact_mse(x, y, 4, "positive", ensemble="orthogonal", log=True)
+    iid = exact_mse(x, y, 4, "positive", log=True)
     # log MSE_iid = -2 half_sq + s + log expm1(s) - log m, with half_sq = 400, s = 1600
     assert iid == pytest.approx(-800 + 1600 + 1600 - np.log(4), rel=1e-14)
     assert np.isfinite(value) and value <= iid
@@ -250,7 +248,7 @@ def test_mse_is_exactly_zero_where_the_estimator_is_exact():
     x = np.array([0.7, 0.1, -0.2, 0.0])
     y = -x
     assert exact_mse(x, y, 3, "positive") == 0.0
-    assert log_exact_mse(x, y, 3, "hyperbolic", ensemble="orthogonal") == -np.inf
+    assert exact_mse(x, y, 3, "hyperbolic", ensemble="orthogonal", log=True) == -np.inf
     assert exact_mse(x, x, 3, "trig") == 0.0  # x = y: the trig estimate is exact
 
 
@@ -385,9 +383,35 @@ def test_trig_mse_at_vanishing_distance_is_finite():
     for d, m in ((1, 3), (3, 3), (3, 7), (16, 33)):
         for t in (1e-99, 1e-101, 1e-200):
             g = Geometry(np.array(float(d)), np.array(0.5), np.array(2.0 - t), np.array(t))
-            got = float(exact_mse_from_geometry(g, m, "trig", ensemble="orthogonal", log=True))
+            got = float(exact_mse(g, None, m, "trig", ensemble="orthogonal", log=True))
             q, r = divmod(m, d)
             pairs = q * d * (d - 1) + r * (r - 1)
             # Λ^-2 (t^2/2) / m (1 - (P/m) / (d + 2)), to relative O(t)
             want = 1.0 + 2 * np.log(t) - np.log(2 * m) + np.log1p(-pairs / m / (d + 2))
             assert got == pytest.approx(want, abs=1e-12), (d, m, t)
+
+
+def test_one_exact_mse_function_the_old_names_warn_and_agree():
+    """exact_mse takes pairs or a Geometry (and a name or a validated Estimator); the three old
+    doors are deprecated aliases that warn and give the same bits (CHANGELOG.md)."""
+    from rfkernels.estimators import estimator
+
+    x, y = pair(8, 0.6, 0.4, [0.3, 1.2, 2.5])
+    g = theory.geometry(x, y)
+    want = exact_mse(x, y, 5, "hyperbolic", ensemble="orthogonal", log=True)
+    assert np.array_equal(exact_mse(g, None, 5, "hyperbolic", ensemble="orthogonal", log=True), want)
+    spec = estimator("hyperbolic", ensemble="orthogonal", batch=True)
+    assert np.array_equal(exact_mse(x, y, 5, spec, log=True), want)
+    with pytest.warns(DeprecationWarning, match="theory.exact_mse_from_geometry is deprecated"):
+        old = theory.exact_mse_from_geometry(g, 5, "hyperbolic", ensemble="orthogonal", log=True)
+    assert np.array_equal(old, want)
+    with pytest.warns(DeprecationWarning, match="log_exact_mse is deprecated"):
+        assert np.array_equal(theory.log_exact_mse(x, y, 5, "hyperbolic", ensemble="orthogonal"), want)
+    with pytest.warns(DeprecationWarning, match="exact_log_mse is deprecated"):
+        assert np.array_equal(theory.exact_log_mse(g, 5, spec), want)
+    with pytest.raises(ValueError, match="kind is an Estimator: its ensemble are its own"):
+        exact_mse(x, y, 5, spec, ensemble="orthogonal")
+    with pytest.raises(ValueError, match="y must be None"):
+        exact_mse(g, y, 5, "positive")
+    with pytest.raises(ValueError, match="vectors go with a theory.Geometry"):
+        exact_mse(x, y, 5, "positive", vectors=(x, y))

@@ -29,7 +29,7 @@ Conventions
   drawn uniformly with replacement (all pairs when there are no more than
   ``pairs``), each estimator's exact relative MSE
   :math:`\mathrm{MSE}/\exp(2 q'^\top k')` at each m, from
-  :func:`rfkernels.theory.exact_log_mse` in log space; quantiles are of
+  :func:`rfkernels.theory.exact_mse` in log space; quantiles are of
   the log, exponentiated. The heavy-tail share is the fraction of pairs with
   :math:`|q' + k'|^2 >` :data:`HEAVY_TAIL_U2` (MATH.md, "Monte Carlo error
   is heavy-tailed": there the squared error of positive-type estimates is

@@ -290,7 +290,8 @@ def _kernel_level(plan, h, q, k, views):
                 gv = theory.geometry(xv, yv)
             try:
                 for m in plan.ms:
-                    logs[(kind, ens, m)][sl] = (theory.exact_log_mse(gv, m, est, vectors=(xv, yv))
+                    logs[(kind, ens, m)][sl] = (theory.exact_mse(gv, None, m, est, log=True,
+                                                                  vectors=(xv, yv))
                                                 - two_logit)
             except OverflowError as exc:  # beyond the theory's range (simplex quadrature)
                 reasons[(kind, ens)] = " ".join(str(exc).split())

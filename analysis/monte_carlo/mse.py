@@ -177,7 +177,7 @@ def _per_pair(est, geometry, exact, Xa, Ya, pairs, run_engine):
             exacts.append(exact)
         elif has_theory:
             vectors = None if Xa is None else (Xa[k], Ya[k])
-            log_exact = float(theory.exact_log_mse(g, est.m, est.for_pair(value), vectors=vectors))
+            log_exact = float(theory.exact_mse(g, None, est.m, est.for_pair(value), vectors=vectors, log=True))
             if log_exact > LOG_MAX:
                 raise FloatingPointError(
                     f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"

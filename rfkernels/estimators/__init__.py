@@ -33,10 +33,12 @@ from .registry import (
     register,
     unregister,
 )
-from .spec import Capability, Estimator, estimator
+from .spec import Capability, Estimator, Supports, as_estimator, estimator
 
 __all__ = [
     "Capability",
+    "Supports",
+    "as_estimator",
     "Ensemble",
     "Estimator",
     "Kind",

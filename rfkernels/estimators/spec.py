@@ -310,6 +310,32 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
     return Estimator(k, e, n, t, params, m, d, kernel_params)
 
 
+#: The choices :func:`estimator` defaults to, which an entry point given an :class:`Estimator` must leave out.
+LEFT_OUT = {"ensemble": "iid", "norms": "chi", "kernel": "softmax"}
+
+
+def as_estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=None,
+                 batch=False, **values):
+    """``kind`` itself when it is an :class:`Estimator`, else :func:`estimator` of the choices.
+
+    The one rule of the entry points that take either a kind's name with
+    its choices or a validated Estimator: an Estimator carries its own
+    ensemble, norms, kernel and parameters, so those must be left out
+    (ValueError naming them otherwise); ``m`` and ``d`` are the caller's
+    sizes, checked against it where given.
+    """
+    if not isinstance(kind, Estimator):
+        return estimator(kind, ensemble=ensemble, norms=norms, kernel=kernel, m=m, d=d,
+                         batch=batch, **values)
+    chosen = {"ensemble": ensemble, "norms": norms, "kernel": kernel}
+    given = [name for name, default in LEFT_OUT.items() if chosen[name] != default]
+    given += [name for name, v in values.items() if v is not None]
+    if given:
+        raise ValueError(f"kind is an Estimator: its {', '.join(given)} are its own; leave "
+                         f"{'it' if len(given) == 1 else 'them'} out")
+    return kind if m is None and d is None else kind.with_size(m=m, d=d)
+
+
 def _check_params_d(params, d):
     own = getattr(params, "d", None)
     if d is not None and own is not None and own != d:
