@@ -37,8 +37,7 @@ def one_blas_thread():
     """BLAS limited to one thread (threadpoolctl, a dependency).
 
     The study's matrix products are skinny ((L, 16) by (16, 2m), (L, 2m) by
-    (2m, 17)); on 2 CPUs threaded BLAS made them 3 to 6 times slower
-    (L = 4096, m = 16..256, measured with OPENBLAS_NUM_THREADS=1 against the default).
+    (2m, 17)); threaded BLAS made them slower, not faster (docs/performance.md).
     """
     from threadpoolctl import threadpool_limits
 

@@ -230,8 +230,7 @@ def ridge_predict(phi_train, targets, phi_test, alpha):
 
     NumPy's solver, not SciPy's: SciPy links its own OpenBLAS, and
     alternating between the two libraries' thread pools made the figure's
-    ``--quick`` data 2.6 times slower on 2 cores (16.2 s against 6.2 s;
-    their idle threads spin).
+    data slower (their idle threads spin; docs/performance.md).
     """
     n, r = phi_train.shape
     if r <= n:
@@ -252,8 +251,8 @@ def gram_error_sample(phi_train, kernel_train, kernel_sq=None, kernel_phi=None):
     r"""``||Phi Phi^T - K||_F^2 / ||K||_F^2`` of one draw, without the (n, n) matrix Phi Phi^T.
 
     :math:`\|\Phi^T\Phi\|_F^2 - 2\langle \Phi, K\Phi\rangle + \|K\|_F^2`: n^2 r
-    multiply-adds, as the direct form, but no n x n temporary (4.3 and 1.6
-    times faster at r = 8 and 32 on 1,347 rows, one thread). The terms cancel to the error, about
+    multiply-adds, as the direct form, but no n x n temporary (faster:
+    docs/performance.md). The terms cancel to the error, about
     1e-3 of each here, so about 3 digits of the 16 are lost.
     ``kernel_sq``: :math:`\|K\|_F^2` and ``kernel_phi``: :math:`K\Phi`, if already known.
     """
@@ -268,8 +267,7 @@ def downstream_scores(data, construction, r, seeds, *, gram=True):
 
     ``gram=False`` skips the Gram errors (None): they cost n^2 r per draw,
     the scores n r^2. The products :math:`K\Phi` of all draws are one
-    matrix product (2.6 and 1.6 times faster than one per draw at r = 8
-    and 32, 20 draws on the 1,347 digits rows, 2 cores; the same at 128).
+    matrix product (faster than one per draw: docs/performance.md).
     """
     y, offset, classes = _targets(data.task, data.y_train)
     draws = [features_of(data, construction, r, s) for s in seeds]

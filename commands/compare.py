@@ -223,7 +223,7 @@ def _run(args):
 
 
 #: Peak memory of one bias_audit call over the bytes of its projections (trials x
-#: ceil(m/d) x d x d float64): 4.3-6.4 measured (peak RSS, d, m = 16, 16; 32, 8; 8, 24).
+#: ceil(m/d) x d x d float64), with a margin over the measured ratios (docs/performance.md).
 _AUDIT_MEMORY_FACTOR = 7
 
 

@@ -16,7 +16,7 @@ orthogonal, offset orthogonal, paired simplex and positive iid: exact lines at
 every even r, Monte Carlo markers with 95% intervals at a few r (reduced
 sampler, ``proposal="auto"``). The markers of the paired simplex features
 run on the NumPy backend with fewer trials: Numba's kernel for that kind
-and ensemble, which no other figure uses, takes about 40 s to compile.
+and ensemble, which no other figure uses, is slow to compile (docs/performance.md).
 
 (b) MSE_paired(r/2 frequencies) / MSE_offset(r frequencies) at equal r
 against t: orthogonal frequencies at d = r = 2, 4, 16 and iid frequencies

@@ -39,7 +39,8 @@ TITLE = "Random Fourier features on real data: Gram error and downstream accurac
 #: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
 BUDGET = {False: 14.0, True: 9.0}
 #: Output dimensions of the exact lines, of the downstream points, and of the Monte Carlo Gram
-#: errors (n^2 r work per draw: 1,347^2 x 128 x 24 draws x 5 constructions would add 1.1 s).
+#: errors (n^2 r work per draw, so none at r = 128: 1,347^2 x 128 x 24 draws x 5 constructions;
+#: the cost: docs/performance.md).
 R_LINES = np.arange(2, 1025, 2)
 R_POINTS = (8, 32, 128)
 R_MC = (8, 32)
@@ -155,7 +156,7 @@ def _gram_panel(ax, data, name):
         mc_errorbars(ax, pts, "r", colour, marker)
     ax.set_ylim(*Y_RANGE)
     ax.set_xlim(2, R_LINES[-1])
-    ax.minorticks_off()  # a log axis's minor ticks cost about 0.4 s of layout per panel
+    ax.minorticks_off()  # a log axis's minor ticks cost layout time per panel (docs/performance.md)
     model = next(m for m in data["exact_model"] if m["dataset"] == name)
     title = f"{name} (n = {model['n_train']}, d = {model['d']})"
     if off:

@@ -281,7 +281,7 @@ def _uniform32(w, xp):
 # ---------------------------------------------------------------------------
 
 #: Entries per chunk on NumPy: keeps the temporaries of the ~100 uint64
-#: operations of a Philox block in cache (about 2.5x faster than whole arrays).
+#: operations of a Philox block in cache (faster than whole arrays: docs/performance.md).
 _CHUNK = 1 << 15
 
 

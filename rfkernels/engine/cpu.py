@@ -562,7 +562,7 @@ def _make_kernel(ENSEMBLE, CHI, COUPLED, NEEDS_W2, SYMMETRIC, KIND_ID, terms):
     each) are called, not inlined into the kernel (``inline="never"``): that
     halves the compilation, while the leaf functions they call (Philox,
     Box--Muller, ``exp``) are still inlined into their loops, which LLVM
-    vectorises (``python benchmarks/bench_mc.py``, docs/performance.md). The kind enters as
+    vectorises (docs/performance.md). The kind enters as
     its flags and its ``terms`` (a registered scalar, bound to the global
     name ``_terms`` of the kernel's source); ``KIND_ID`` (:func:`kind_id`, from
     the kind's name and the source of its terms) is a closure constant so
@@ -719,7 +719,7 @@ NO_TABLE = np.zeros((4, 1))
 NO_TABLE.setflags(write=False)
 
 
-#: Seconds a cold compile of the kernel took, measured (python benchmarks/bench_first_run.py; docs/performance.md).
+#: How long the compile notice says a cold compile takes (the measurement: docs/performance.md).
 COLD_COMPILE_NOTE = "about 10-25 s on 2 cores, per estimator and ensemble"
 
 

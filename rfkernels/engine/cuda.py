@@ -22,7 +22,7 @@ Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before
 the scalar source; tests/test_gpu_kernel.py checks there that the estimates
 equal the CPU kernel's bit for bit. On a device, NVVM may contract
 ``a * b + c`` into fused multiply-adds, which changes last bits (not
-measured: no device was available when this was written).
+measured on a device: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""Exact MSE of optimal positive (OPRF) features and of simplex blocks (rows at a fixed cosine).
 
-Numerics for :mod:`rfkernels.theory` (issue 11), below the registry: a kind
+Numerics for :mod:`rfkernels.theory`, below the registry: a kind
 module passes its term's :class:`~rfkernels.numerics.term_form.TermForm`
 and its ensemble's row cosine (``cosine(d)``, None for independent rows),
 never a name. Everything is vectorised over the invariants of a
@@ -327,11 +327,11 @@ def _log_scaled_1f1(x, dim):
     of a bin of width 150, so nothing over- or underflows): one multiply-add
     per term and point, against a ``logaddexp`` per term in
     :func:`rfkernels.numerics.hypergeometric._log_scaled_1f1_2b_b` (same series, same
-    number of terms): 0.11 s against 5.1 s for 1e5 points uniform in
-    [0, 1000] at d = 3 (``python benchmarks/bench_beyond_theory.py``), and
-    closer to 50-digit mpmath (largest absolute log error 1.8e-12 against
-    1.0e-10 at x in [1e-6, 4999], d in {2, 3, 65}: ``python3 -m pytest
-    tests/test_beyond_theory.py -k log_scaled_1f1 -rP | grep "max abs"``). Beyond ``X_ASYMPTOTIC`` the leading
+    number of terms): faster (docs/performance.md) and closer to 50-digit
+    mpmath (largest absolute log error 1.8e-12 against 1.0e-10 at x in
+    [1e-6, 4999], d in {2, 3, 65};
+    ``tests/test_beyond_theory.py::test_log_scaled_1f1_against_mpmath``
+    asserts below 5e-12). Beyond ``X_ASYMPTOTIC`` the leading
     asymptotic term, as :func:`rfkernels.numerics.hypergeometric.log_neg_chi_diff` does.
     """
     x = np.asarray(x, dtype=np.float64)
@@ -548,7 +548,7 @@ def _log_v_over(form, q, g=None):
 def log_mse(geom, m, form, cosine, A):
     r"""log of the exact MSE with chi(d) norms: OPRF features (any rows), and any term on simplex blocks.
 
-    Nothing is checked here: :func:`rfkernels.theory.exact_mse_from_geometry`
+    Nothing is checked here: :func:`rfkernels.theory.exact_mse`
     validates (into an :class:`rfkernels.estimators.Estimator`) and the
     registry's kinds call this with what they trust.
 
@@ -595,14 +595,13 @@ def log_mse(geom, m, form, cosine, A):
     and ``C`` the simplex pair covariance (module notes).
 
     Accuracy against mpmath (``tests/_mpmath_beyond.py``, 40 digits, the
-    simplex integral by ``mpmath.quad``): the tests assert
+    simplex integral by ``mpmath.quad``): the ``*_against_mpmath`` tests of
+    ``tests/test_beyond_theory.py`` assert
     ``|log got - log ref| <= 1e-9`` for ``|x ± y|^2`` in [1e-8, 1e3],
     d in {2, 3, 4, 16, 65, 256, 1024} (and d = 1 for OPRF iid/orthogonal),
-    m in {1, 2, 3, d, 2d + 1}. Worst measured: simplex positive 4.4e-12,
-    hyperbolic 2.3e-12, trig 2.4e-13, OPRF (A*) 5.3e-12; OPRF iid and
-    orthogonal 2.3e-13 (A*, -0.1, 0.05). Measured with ``python3 -m pytest
-    tests/test_beyond_theory.py -k against_mpmath -rP -p no:cacheprovider |
-    grep worst``.
+    m in {1, 2, 3, d, 2d + 1}. The worst errors they print: simplex positive
+    4.4e-12, hyperbolic 2.3e-12, trig 2.4e-13, OPRF (A*) 5.3e-12; OPRF iid
+    and orthogonal 2.3e-13 (A*, -0.1, 0.05).
     """
     d, q, pref2 = form.arrays(geom)
     # C/V depends on the geometry (and A), not on m: evaluate it on that shape only
