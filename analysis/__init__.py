@@ -35,8 +35,6 @@ from .monte_carlo import (
     MonteCarloResult,
     TailDiagnostic,
     monte_carlo_mse,
-    monte_carlo_mse_batch,
-    monte_carlo_mse_from_geometry,
     pareto_k_hat,
     trial_estimates,
 )
@@ -73,8 +71,6 @@ __all__ = [
     "load_table",
     "local_slopes",
     "monte_carlo_mse",
-    "monte_carlo_mse_batch",
-    "monte_carlo_mse_from_geometry",
     "pareto_k_hat",
     "parse_map",
     "run_sweep",
@@ -82,3 +78,9 @@ __all__ = [
     "synthetic_qkv",
     "trial_estimates",
 ]
+
+
+def __getattr__(name):  # the deprecated Monte Carlo entry points (CHANGELOG.md)
+    from . import monte_carlo
+
+    return getattr(monte_carlo.mse, name)

@@ -224,16 +224,15 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     if not theory_only and not np.isfinite(row["mse_exact"]) and th["note"][()]:
         notes.append("Monte Carlo not run: the exact MSE is out of range (see above)")
     elif not theory_only:
-        from .monte_carlo import monte_carlo_mse_from_geometry
+        from .monte_carlo import monte_carlo_mse
 
         exact = row["mse_exact"] if math.isfinite(row["mse_exact"]) else None
         vectors = point_vectors(point) if method == "literal" else None
         try:
-            res = monte_carlo_mse_from_geometry(
-                geom, point["m"], est, trials=trials, seed=seed, backend=backend, method=method,
+            res = monte_carlo_mse(
+                geom, None, point["m"], est, trials=trials, seed=seed, backend=backend, method=method,
                 chunk=chunk, vectors=vectors, mse_exact=exact,
-                proposal=_applicable(proposal, est, method),
-            )
+                proposal=_applicable(proposal, est, method))
         except FloatingPointError as exc:  # this point's MSE is beyond float64: say so, go on
             notes.append(f"Monte Carlo not run: {exc}")
         else:

@@ -149,7 +149,7 @@ class MonteCarloResult:
 
 @dataclass(frozen=True)
 class MonteCarloBatch:
-    """Results of :func:`monte_carlo_mse_batch`, one :class:`MonteCarloResult` per pair."""
+    """Results of :func:`monte_carlo_mse`, one :class:`MonteCarloResult` per pair."""
 
     results: tuple
 

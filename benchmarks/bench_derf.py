@@ -23,7 +23,7 @@ import numpy as np
 from _timing import best_of
 
 from rfkernels import fit_derf, theory
-from rfkernels.analysis import monte_carlo_mse, monte_carlo_mse_batch
+from rfkernels.analysis import monte_carlo_mse
 
 
 def _population(rng, n, d):
@@ -73,9 +73,9 @@ def per_trial(rng):
     trials = 2_000
     print(f"literal method, m = d = {d}, iid, NumPy, {trials} trials, 8 pairs:")
     q, k = q[:8], k[:8]  # 8 pairs of the population (SDERF is fitted on them: d x d from 8 rows)
-    t0 = best_of(partial(monte_carlo_mse_batch, q, k, m, "oprf", A=a, trials=trials, seed=1,
+    t0 = best_of(partial(monte_carlo_mse, q, k, m, "oprf", A=a, trials=trials, seed=1,
                          method="literal", proposal="plain"), 2)
-    t1 = best_of(partial(monte_carlo_mse_batch, q, k, m, "sderf", trials=trials, seed=1,
+    t1 = best_of(partial(monte_carlo_mse, q, k, m, "sderf", trials=trials, seed=1,
                          method="literal", proposal="plain"), 2)
     print(f"  {'oprf literal (reference)':<28} {t0 / trials * 1e6:8.2f} us/trial")
     print(f"  {'sderf literal':<28} {t1 / trials * 1e6:8.2f} us/trial  ({t1 / t0:.2f}x OPRF literal)")

@@ -12,7 +12,7 @@ Four sections, each printed as a Markdown table (docs/performance.md,
     back (alternating which goes first) after a warm-up call, so compile time
     is excluded and load from other jobs hits both alike; the table shows the
     median over the repeats of each time and of their ratio. On Numba the
-    whole run is timed too (``monte_carlo_mse_from_geometry`` with
+    whole run is timed too (``monte_carlo_mse`` of a geometry with
     ``proposal='plain'`` and ``'tilted'``: engine plus the weighted
     streaming statistics). Target: tilted / plain <= 1.5 on Numba.
 ``variance``
@@ -72,7 +72,6 @@ import numba
 import numpy as np
 from rfkernels.analysis import (
     monte_carlo_mse,
-    monte_carlo_mse_from_geometry,
     pareto_k_hat,
 )
 
@@ -217,7 +216,7 @@ def variance_row(case, n, seed):
     sq = (ep - 1.0) ** 2
     var_p_sample = float(sq.var(ddof=1))
     # what proposal="auto" does with a run of the same length (its own pilot decides)
-    auto = monte_carlo_mse_from_geometry(case.geom, case.m, case.kind, ensemble=case.ensemble,
+    auto = monte_carlo_mse(case.geom, None, case.m, case.kind, ensemble=case.ensemble,
                                          trials=n, seed=seed, backend="numba", A=case.A,
                                          proposal="auto")
     return {
@@ -286,10 +285,10 @@ def section_cost(sizes, backends, repeat, trials, run_trials):
 
 
 def _whole_run(case, repeat, n):
-    """Median seconds per trial of monte_carlo_mse_from_geometry, plain and tilted, and their ratio."""
+    """Median seconds per trial of monte_carlo_mse, plain and tilted, and their ratio."""
     def run(proposal):
         t0 = time.perf_counter()
-        monte_carlo_mse_from_geometry(case.geom, case.m, case.kind, ensemble=case.ensemble,
+        monte_carlo_mse(case.geom, None, case.m, case.kind, ensemble=case.ensemble,
                                       trials=n, seed=0, backend="numba", A=case.A,
                                       proposal=proposal, mse_exact=None)
         return (time.perf_counter() - t0) / n

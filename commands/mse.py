@@ -131,7 +131,7 @@ def theory_values(geom, est):
 @command("mse", "Monte Carlo MSE of an estimator beside Lemma 2, Theorem 2 and the exact MSE")(_add_mse)
 def _run_mse(args):
     from .. import theory
-    from ..analysis.monte_carlo import monte_carlo_mse_from_geometry
+    from ..analysis.monte_carlo import monte_carlo_mse
 
     from ..estimators import estimator
 
@@ -154,11 +154,10 @@ def _run_mse(args):
         progress = report
 
     try:
-        res = monte_carlo_mse_from_geometry(  # the geometry computed once, above
-            geom, args.m, est, trials=args.trials,
+        res = monte_carlo_mse(  # the geometry computed once, above
+            geom, None, args.m, est, trials=args.trials,
             seed=args.seed, backend=args.backend, method=args.method, chunk=args.chunk,
-            progress=progress, vectors=(x, y), proposal=args.proposal,
-        )
+            progress=progress, vectors=(x, y), proposal=args.proposal)
     finally:
         if bar is not None:
             bar.close()

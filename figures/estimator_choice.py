@@ -25,7 +25,7 @@ variance and small :math:`|x + y|^2` they would not, and the fitted A would
 be that of a larger :math:`|x + y|^2`).
 
 Monte Carlo markers at the tame bins :data:`MC_CENTRES`: the reduced
-sampler (:func:`rfkernels.analysis.monte_carlo_mse_batch`, the backend and
+sampler (:func:`rfkernels.analysis.monte_carlo_mse`, the backend and
 proposal of the figures' other points; antithetic norms run plain: the
 tilted proposal refuses them) over the first :data:`N_MC` pairs of the
 bin, with the parameters fitted on the whole bin as for the line. The
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rfkernels.analysis import monte_carlo_mse_batch
+from rfkernels.analysis import monte_carlo_mse
 from scipy.special import logsumexp
 
 from rfkernels import theory
@@ -187,7 +187,7 @@ def _mc_point(d, k, name, est, ref_est, X, Y, quick, seed):
     n, trials = N_MC[bool(quick)], TRIALS[bool(quick)]
     Xs, Ys = X[:n], Y[:n]
     key = (MC_STREAM, d, k, list(SERIES).index(name))
-    batch = monte_carlo_mse_batch(Xs, Ys, est.m, est, trials=trials,
+    batch = monte_carlo_mse(Xs, Ys, est.m, est, trials=trials,
                                   seed=np.random.SeedSequence(seed, spawn_key=key),
                                   backend=BACKEND, proposal=PROPOSAL)
     mc = float(np.mean(batch.mse))

@@ -205,7 +205,7 @@ def test_peak_bytes_bounds_the_antithetic_sampler(ensemble):
     """The memory estimate (peak_bytes) covers the quantile lookups' temporaries (tracemalloc)."""
     import tracemalloc
 
-    from rfkernels.analysis import monte_carlo_mse_batch
+    from rfkernels.analysis import monte_carlo_mse
     from rfkernels.analysis.monte_carlo import peak_bytes
 
     X, Y = np.full((2, 8), 0.1), np.full((2, 8), 0.05)
@@ -213,7 +213,7 @@ def test_peak_bytes_bounds_the_antithetic_sampler(ensemble):
     for kind in ("trig", "hyperbolic"):
         tracemalloc.start()
         try:
-            monte_carlo_mse_batch(X, Y, m, kind, ensemble=ensemble, norms="antithetic", trials=chunk,
+            monte_carlo_mse(X, Y, m, kind, ensemble=ensemble, norms="antithetic", trials=chunk,
                                   chunk=chunk, backend="numpy", seed=0, proposal="plain")
             peak = tracemalloc.get_traced_memory()[1]
         finally:

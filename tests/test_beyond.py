@@ -13,7 +13,6 @@ import scipy.linalg
 from rfkernels.analysis import (
     compare,
     monte_carlo_mse,
-    monte_carlo_mse_batch,
     trial_estimates,
 )
 
@@ -337,7 +336,7 @@ def test_literal_monte_carlo_new_kinds_and_ensembles():
 def test_batch_gives_each_pair_its_own_a_star():
     X = np.array([[0.5, 0.0, 0.0], [0.2, 0.1, 0.0]])
     Y = np.array([[0.4, 0.1, 0.0], [0.0, 0.3, 0.2]])
-    batch = monte_carlo_mse_batch(X, Y, 3, "oprf", trials=500, seed=2, method="literal")
+    batch = monte_carlo_mse(X, Y, 3, "oprf", trials=500, seed=2, method="literal")
     for k in range(2):
         assert batch[k].mse_exact == pytest.approx(float(theory.exact_mse(X[k], Y[k], 3, "oprf")))
         one = monte_carlo_mse(X[k], Y[k], 3, "oprf", trials=500, seed=2, method="literal")

@@ -11,7 +11,7 @@ import pytest
 
 import rfkernels
 from rfkernels import favor_attention, feature_map, fit_derf, theory
-from rfkernels.analysis import monte_carlo_mse, monte_carlo_mse_batch, trial_estimates
+from rfkernels.analysis import monte_carlo_mse, trial_estimates
 from rfkernels.estimators import estimator
 from rfkernels.estimators.derf import pair_transform
 from rfkernels.numerics.derf import derf_log_mse, derf_params
@@ -162,9 +162,9 @@ def test_literal_method_for_a_dense_a():
 
 def test_batch_of_fitted_kinds():
     x, y = _population()
-    res = monte_carlo_mse_batch(x, y, 8, "saderf", trials=20_000, seed=2)
+    res = monte_carlo_mse(x, y, 8, "saderf", trials=20_000, seed=2)
     assert max(abs(r.z) for r in res) < 4
-    res = monte_carlo_mse_batch(x, y, 8, "sderf", trials=4_000, seed=2, method="literal")
+    res = monte_carlo_mse(x, y, 8, "sderf", trials=4_000, seed=2, method="literal")
     assert max(abs(r.z) for r in res) < 4
     with pytest.raises(ValueError, match="one pair|single pair"):
         monte_carlo_mse(x[0], y[0], 8, "saderf", trials=100)

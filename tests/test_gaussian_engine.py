@@ -302,7 +302,7 @@ def test_monte_carlo_rejects_the_wrong_formula():
 
 @pytest.mark.parametrize("gamma", [1e-3, 0.5, 4.0])
 def test_results_record_the_kernel(gamma):
-    from rfkernels.analysis import monte_carlo_mse, monte_carlo_mse_batch
+    from rfkernels.analysis import monte_carlo_mse
 
     x, y = theory.pair(3, 0.4, 0.9, 2.0)
     k = math.exp(-gamma * float(np.sum((x - y) ** 2)))
@@ -311,7 +311,7 @@ def test_results_record_the_kernel(gamma):
         assert r.sm == pytest.approx(k, rel=1e-15) and r.output_dimension == dim
         assert (r.kernel, r.gamma) == ("gaussian", gamma)
         assert r.to_dict()["kernel"] == "gaussian"
-    b = monte_carlo_mse_batch(np.stack([x, 2 * x]), np.stack([y, y]), 5, "offset", trials=500,
+    b = monte_carlo_mse(np.stack([x, 2 * x]), np.stack([y, y]), 5, "offset", trials=500,
                               seed=1, kernel="gaussian", gamma=gamma)
     for r, (xx, yy) in zip(b, ((x, y), (2 * x, y))):
         assert r.sm == pytest.approx(math.exp(-gamma * float(np.sum((xx - yy) ** 2))), rel=1e-15)

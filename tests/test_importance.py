@@ -25,8 +25,6 @@ import pytest
 from rfkernels.analysis import monte_carlo as mc
 from rfkernels.analysis import (
     monte_carlo_mse,
-    monte_carlo_mse_batch,
-    monte_carlo_mse_from_geometry,
 )
 from rfkernels.analysis.moments import MOMENT_BLOCK, Accumulator
 from scipy import special, stats
@@ -418,12 +416,12 @@ def test_auto_tilts_a_heavy_case_and_equals_tilted():
 def test_auto_decides_per_pair_in_a_batch():
     light, heavy = _pair(0.3, 8), _pair(8.45, 8)
     X, Y = np.stack([light[0], heavy[0]]), np.stack([light[1], heavy[1]])
-    b = monte_carlo_mse_batch(X, Y, 8, "positive", trials=20_000, seed=3, backend="numba")
+    b = monte_carlo_mse(X, Y, 8, "positive", trials=20_000, seed=3, backend="numba")
     assert [r.proposal for r in b] == ["plain", "tilted"]
     one = monte_carlo_mse(light[0], light[1], 8, "positive", trials=20_000, seed=3, backend="numba")
     assert _same_run(b[0], one)
     geom = theory.geometry(*heavy)
-    g = monte_carlo_mse_from_geometry(geom, 8, "positive", trials=20_000, seed=3, backend="numba",
+    g = monte_carlo_mse(geom, None, 8, "positive", trials=20_000, seed=3, backend="numba",
                                       proposal="tilted")
     t = monte_carlo_mse(*heavy, 8, "positive", trials=20_000, seed=3, backend="numba", proposal="tilted")
     assert _same_run(g, t)
@@ -470,7 +468,7 @@ def test_bad_proposal(kwargs, match):
     with pytest.raises(ValueError, match=match):
         monte_carlo_mse(np.full(3, 0.2), np.full(3, 0.1), 4, kind, **args)
     with pytest.raises(ValueError, match=match):
-        monte_carlo_mse_batch(np.full((2, 3), 0.2), np.full((2, 3), 0.1), 4, kind, **args)
+        monte_carlo_mse(np.full((2, 3), 0.2), np.full((2, 3), 0.1), 4, kind, **args)
 
 
 def test_tilt_for_and_the_engine_refuse_bad_input():

@@ -17,7 +17,6 @@ import pytest
 from rfkernels.analysis import (
     MonteCarloBatch,
     monte_carlo_mse,
-    monte_carlo_mse_batch,
     pareto_k_hat,
     trial_estimates,
 )
@@ -225,7 +224,7 @@ def test_batch_matches_single_runs():
     xs = np.stack([X, X, 0.5 * X])
     ys = np.stack([Y, -Y, Y])
     for method, trials in (("reduced", 50_000), ("literal", 2_000)):
-        b = monte_carlo_mse_batch(xs, ys, M, "positive", ensemble="orthogonal", trials=trials,
+        b = monte_carlo_mse(xs, ys, M, "positive", ensemble="orthogonal", trials=trials,
                                   seed=5, method=method)
         assert isinstance(b, MonteCarloBatch) and len(b) == 3
         first = monte_carlo_mse(X, Y, M, "positive", ensemble="orthogonal", trials=trials,
@@ -236,7 +235,7 @@ def test_batch_matches_single_runs():
         assert np.all(np.abs(b.z.astype(float)) < 4)
         assert b.tail_ok.all()
     # reduced pairs are independent streams: identical pairs give different numbers
-    b = monte_carlo_mse_batch(np.stack([X, X]), np.stack([Y, Y]), M, "trig", trials=1_000, seed=1)
+    b = monte_carlo_mse(np.stack([X, X]), np.stack([Y, Y]), M, "trig", trials=1_000, seed=1)
     assert b[0].mse != b[1].mse
 
 
@@ -246,7 +245,7 @@ def test_progress_reports_every_chunk():
                     progress=lambda done, total: calls.append((done, total)))
     assert calls == [(k * 1000, 5000) for k in range(1, 6)]
     calls.clear()
-    monte_carlo_mse_batch(np.stack([X, X]), np.stack([Y, Y]), M, "positive", trials=30,
+    monte_carlo_mse(np.stack([X, X]), np.stack([Y, Y]), M, "positive", trials=30,
                           chunk=10, method="literal",
                           progress=lambda done, total: calls.append((done, total)))
     assert calls == [(20, 60), (40, 60), (60, 60)]
@@ -345,7 +344,8 @@ def _never(done, total):
     ({"seed": 1.5}, TypeError, r"seed must be None, a non-negative int"),
     ({"progress": 5}, TypeError, r"progress must be a callable"),
     ({"x": [0.1, np.nan, 0.0]}, ValueError, r"x must be finite"),
-    ({"x": np.ones((2, 3))}, ValueError, r"x must be a 1-D vector"),
+    ({"x": np.ones((2, 3))}, ValueError, r"y must be a 2-D array"),  # x (n, d): a batch
+    ({"x": np.ones((2, 2, 3))}, ValueError, r"x must be a 1-D vector of shape \(d,\)"),
     ({"y": np.ones(4)}, ValueError, r"dimension mismatch: x has d=3, y has d=4"),
 ])
 def test_bad_input(kwargs, exc, match):
@@ -359,9 +359,9 @@ def test_bad_input(kwargs, exc, match):
 
 def test_bad_batch_input():
     with pytest.raises(ValueError, match="same number of rows"):
-        monte_carlo_mse_batch(np.ones((3, 2)), np.ones((2, 2)), 4, "trig", trials=10)
-    with pytest.raises(ValueError, match=r"X must be a 2-D array"):
-        monte_carlo_mse_batch(np.ones(3), np.ones(3), 4, "trig", trials=10)
+        monte_carlo_mse(np.ones((3, 2)), np.ones((2, 2)), 4, "trig", trials=10)
+    with pytest.raises(ValueError, match=r"y must be a 2-D array"):
+        monte_carlo_mse(np.ones((2, 3)), np.ones(3), 4, "trig", trials=10)
 
 
 @pytest.mark.skipif(cupy_available(), reason="CuPy and a device are present")
@@ -502,7 +502,7 @@ def test_peak_bytes_bounds_the_measured_peak(method, ensemble):
     for kind in KINDS:
         tracemalloc.start()
         try:
-            monte_carlo_mse_batch(*pairs, m, kind, ensemble=ensemble, trials=chunk, method=method,
+            monte_carlo_mse(*pairs, m, kind, ensemble=ensemble, trials=chunk, method=method,
                                   chunk=chunk, backend="numpy", seed=0)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -529,29 +529,29 @@ def test_reported_numbers_do_not_depend_on_backend_or_chunk(kind):
 
 @pytest.mark.parametrize("method", ["reduced", "literal"])
 def test_from_geometry_equals_monte_carlo_mse(method):
-    from rfkernels.analysis import monte_carlo_mse_from_geometry
+    from rfkernels.analysis import monte_carlo_mse
 
     x, y = theory.pair(6, 0.4, 0.5, 1.2)
     geom = theory.geometry(x, y)
     opts = dict(ensemble="orthogonal", trials=3000, seed=4, method=method)
     ref = monte_carlo_mse(x, y, 6, "hyperbolic", **opts)
     vectors = (x, y) if method == "literal" else None
-    got = monte_carlo_mse_from_geometry(geom, 6, "hyperbolic", vectors=vectors, **opts)
-    given = monte_carlo_mse_from_geometry(geom, 6, "hyperbolic", vectors=vectors,
+    got = monte_carlo_mse(geom, None, 6, "hyperbolic", vectors=vectors, **opts)
+    given = monte_carlo_mse(geom, None, 6, "hyperbolic", vectors=vectors,
                                           mse_exact=ref.mse_exact, **opts)
     for r in (got, given):
         assert (r.mse, r.stderr, r.z, r.mse_exact) == (ref.mse, ref.stderr, ref.z, ref.mse_exact)
     with pytest.raises(TypeError, match="Geometry of one pair"):
-        monte_carlo_mse_from_geometry(theory.geometry(x[None], y[None]), 6, "positive", trials=10)
+        monte_carlo_mse(theory.geometry(x[None], y[None]), None, 6, "positive", trials=10)
     with pytest.raises(ValueError, match="needs the vectors: pass vectors"):
-        monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, method="literal")
+        monte_carlo_mse(geom, None, 6, "positive", trials=10, method="literal")
     other = theory.pair(6, 2.0, 2.0, 0.1)
     with pytest.raises(ValueError, match="do not have the given geometry"):
-        monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, method="literal",
+        monte_carlo_mse(geom, None, 6, "positive", trials=10, method="literal",
                                       vectors=other)
     for bad, err in ((float("nan"), ValueError), (-1.0, ValueError), ("abc", TypeError)):
         with pytest.raises(err, match="mse_exact must be"):
-            monte_carlo_mse_from_geometry(geom, 6, "positive", trials=10, mse_exact=bad)
+            monte_carlo_mse(geom, None, 6, "positive", trials=10, mse_exact=bad)
 
 
 def test_peak_bytes_of_simplex_counts_all_d_coordinates():
@@ -567,3 +567,26 @@ def test_peak_bytes_of_simplex_counts_all_d_coordinates():
     tracemalloc.stop()
     assert peak_bytes(2, 1000, 1, 500, ensemble="simplex") >= peak
     assert peak_bytes(2, 1000, 1, 500, ensemble="simplex") > 100 * peak_bytes(2, 1000, 1, 500)
+
+
+def test_one_monte_carlo_function_the_old_names_warn_and_agree():
+    """monte_carlo_mse takes one pair, (n, d) batches or one pair's Geometry; the old batch and
+    geometry entry points are deprecated aliases with the same bits (CHANGELOG.md)."""
+    import rfkernels.analysis as analysis
+    from rfkernels import theory as th
+
+    x, y = th.pair(6, 0.4, 0.5, [0.5, 1.5])
+    one = monte_carlo_mse(x[0], y[0], 4, "positive", trials=4000, seed=3)
+    batch = monte_carlo_mse(x, y, 4, "positive", trials=4000, seed=3)
+    assert len(batch) == 2 and batch[0].mse == one.mse
+    geo = monte_carlo_mse(th.geometry(x[0], y[0]), None, 4, "positive", trials=4000, seed=3)
+    assert geo.mse == one.mse and geo.mse_exact == one.mse_exact
+    with pytest.warns(DeprecationWarning, match="monte_carlo_mse_batch is deprecated"):
+        old = analysis.monte_carlo_mse_batch(x, y, 4, "positive", trials=4000, seed=3)
+    assert [r.mse for r in old] == [r.mse for r in batch]
+    with pytest.warns(DeprecationWarning, match="monte_carlo_mse_from_geometry is deprecated"):
+        old = analysis.monte_carlo_mse_from_geometry(th.geometry(x[0], y[0]), 4, "positive",
+                                                     trials=4000, seed=3)
+    assert old.mse == one.mse
+    with pytest.raises(ValueError, match="vectors and mse_exact go with a theory.Geometry"):
+        monte_carlo_mse(x[0], y[0], 4, "positive", trials=10, mse_exact=1.0)

@@ -16,7 +16,7 @@ import pytest
 
 from rfkernels import theory
 from rfkernels.analysis import compare, evaluate_point
-from rfkernels.analysis.monte_carlo import monte_carlo_mse_from_geometry
+from rfkernels.analysis.monte_carlo import monte_carlo_mse
 from rfkernels.analysis.points import point_geometry, point_id, point_seed
 from rfkernels.analysis.sweep import (COLUMNS, SweepError, SweepSpec, load_table, run_sweep,
                                       theory_table)
@@ -116,8 +116,8 @@ def test_a_tiny_gaussian_monte_carlo_sweep_agrees_with_theory(tmp_path):
     for r, p in zip(rows, spec.points()):
         assert r["kernel"] == "gaussian" and r["gamma"] == 0.8 and r["trials"] == 4000
         assert r["tail_ok"] is True and abs(r["z"]) < 4, r
-        res = monte_carlo_mse_from_geometry(
-            point_geometry(p), 4, r["kind"], kernel="gaussian", gamma=0.8, trials=4000,
+        res = monte_carlo_mse(
+            point_geometry(p), None, 4, r["kind"], kernel="gaussian", gamma=0.8, trials=4000,
             seed=point_seed(2, p), backend="numpy")
         assert res.sm == pytest.approx(math.exp(-0.8 * (0.64 + 0.81 - 2 * 0.72 * math.cos(1.0))))
         assert r["mse_mc"] == res.mse and r["output_dimension"] == res.output_dimension

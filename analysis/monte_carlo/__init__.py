@@ -5,8 +5,8 @@ r"""Monte Carlo MSE of the random-feature estimators, with honest error bars.
 its standard error, a 95% interval, the bias, the exact MSE of
 :func:`rfkernels.theory.exact_mse` and the z-score between the two, and a
 diagnostic of the tail of the squared errors that says when the standard
-error can be trusted. :func:`monte_carlo_mse_batch` does the same for many
-pairs at once.
+error can be trusted; given (n, d) arrays it does the same for n pairs at
+once, given a :class:`rfkernels.theory.Geometry` for the pair it describes.
 
 Methods
 -------
@@ -80,3 +80,7 @@ from . import mse
 from .mse import *  # noqa: F401,F403  (the face: the entry points' public names)
 
 __all__ = list(mse.__all__)
+
+
+def __getattr__(name):  # the deprecated entry points (CHANGELOG.md)
+    return getattr(mse, name)

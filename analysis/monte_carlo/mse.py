@@ -1,7 +1,7 @@
 """The Monte Carlo MSE entry points and their one validation.
 
-:func:`monte_carlo_mse`, :func:`monte_carlo_mse_batch`,
-:func:`monte_carlo_mse_from_geometry` and :func:`trial_estimates` check
+:func:`monte_carlo_mse` (one pair, a batch of pairs or one pair's geometry) and
+:func:`trial_estimates` check
 everything once, before any work, into a frozen setup that
 :mod:`rfkernels.analysis.monte_carlo.trials` runs; the package's face,
 :mod:`rfkernels.analysis.monte_carlo`, describes the methods, the streaming,
@@ -10,7 +10,6 @@ the scale and the proposals.
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ import numpy as np
 from rfkernels import engine, theory
 from rfkernels.backends import BACKENDS, check_backend, to_numpy
 from rfkernels.projections import projection_bytes
-from rfkernels.estimators import Estimator, estimator
+from rfkernels.docstrings import fill
+from rfkernels.estimators import Estimator, as_estimator
 from rfkernels.validation import (
     check_choice,
     check_int,
@@ -28,6 +28,7 @@ from rfkernels.validation import (
     check_memory,
     check_same_d,
     check_vectors,
+    renamed,
     seed_sequence,
 )
 
@@ -59,13 +60,14 @@ __all__ = [
     "MonteCarloResult",
     "TailDiagnostic",
     "monte_carlo_mse",
-    "monte_carlo_mse_batch",
-    "monte_carlo_mse_from_geometry",
     "pareto_k_hat",
     "peak_bytes",
     "tail_size",
     "trial_estimates",
 ]
+
+#: ``mse_exact`` default of :func:`monte_carlo_mse`: compute it.
+COMPUTE = "compute"
 
 #: Monte Carlo methods.
 METHODS = ("reduced", "literal")
@@ -73,11 +75,6 @@ METHODS = ("reduced", "literal")
 #: Trials per chunk of the literal method (one projection draw per trial).
 LITERAL_CHUNK = 1024
 
-#: ``(ensemble, norms, kernel)`` left out: :func:`rfkernels.estimators.estimator`'s
-#: defaults, which the entry points share; beside an Estimator, which carries its
-#: own, they must be.
-LEFT_OUT = tuple(inspect.signature(estimator).parameters[name].default
-                 for name in ("ensemble", "norms", "kernel"))
 
 
 # ---------------------------------------------------------------------------
@@ -210,15 +207,9 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable (done_trials, total_trials) or None; got {progress!r}")
     seq = seed_sequence(seed)
-    if isinstance(kind, Estimator):  # validated by the caller (rfkernels mse builds it once)
-        if (ensemble, norms, kernel) != LEFT_OUT or any(
-                v is not None for v in (A, gamma, derf[0], derf[1])):
-            raise ValueError("kind is an Estimator: its ensemble, norms, A, B_query, B_key, kernel "
-                             "and gamma are its own; leave them out")
-        est = kind.with_size(m=m)
-    else:
-        est = estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A, kernel=kernel, gamma=gamma,
-                        B_query=derf[0], B_key=derf[1], d=_d_hint(X, geometry))
+    est = as_estimator(kind, ensemble=ensemble, norms=norms, m=m, A=A, kernel=kernel, gamma=gamma,
+                       B_query=derf[0], B_key=derf[1],
+                       d=None if isinstance(kind, Estimator) else _d_hint(X, geometry))
     population = derf[2]
     if geometry is not None and est.kind.theory_needs_vectors and X is None:
         raise ValueError(f"kind={est.kind.name!r} depends on x and y themselves, not only on their "
@@ -282,86 +273,63 @@ def _one_pair(x, y):
     for a, name in ((xa, "x"), (ya, "y")):
         if a.ndim != 1:
             raise ValueError(f"{name} must be a 1-D vector of shape (d,); got shape {a.shape} "
-                             "(use monte_carlo_mse_batch for many pairs)")
+                             "or both (n, d) arrays of n pairs")
     check_same_d([xa.shape, ya.shape], ["x", "y"])
     return xa[None, :], ya[None, :]
 
 
+@fill(A="""\
+A : float, optional
+    The OPRF parameter (< 1/8; ``kind='oprf'`` only; ``kind='derf'``: a float or a
+    symmetric (d, d) array); left out, the pair's optimal ``A*``
+    (:func:`rfkernels.theory.oprf_optimal_a`).""")
 def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
                     backend="numpy", method="reduced", chunk=None, progress=None, A=None,
                     proposal="auto", kernel="softmax", gamma=None, B_query=None, B_key=None,
-                    population=None):
+                    population=None, vectors=None, mse_exact=COMPUTE):
     r"""Monte Carlo MSE of an estimator of :math:`SM(x, y) = e^{x \cdot y}`, beside theory.
 
     Parameters
     ----------
-    x, y : array_like of shape (d,)
-        The pair.
-    m : int
-        Number of projections (features: m positive, 2m trig/hyperbolic).
+    x, y : array_like of shape (d,) or (n, d), or a Geometry and None
+        One pair, ``n`` pairs row by row (a :class:`MonteCarloBatch` is
+        returned), or ``x`` the :class:`rfkernels.theory.Geometry` of one
+        pair and ``y`` None (the reduced method needs nothing else).
+    %(m)s
     kind : str or rfkernels.estimators.Estimator
-        A registered kind (``rfkernels.estimators.names("kind")``), or an
-        :class:`~rfkernels.estimators.Estimator` already validated (its
-        ensemble, norms and A are then its own: leave those keywords out).
-    ensemble : str, default 'iid'
-        A registered projection ensemble (``rfkernels.estimators.names("ensemble")``);
-        one without a reduced sampler needs ``method='literal'``
-        (:attr:`rfkernels.estimators.Estimator.supports.reduced` says why), one
-        without a closed form has no theory (``mse_exact`` None).
-    norms : str, default 'chi'
-        A registered norm law of the rows (``rfkernels.estimators.names("norms")``;
-        chi(d) norms are unbiased, fixed sqrt(d) ones the regularised variant).
-    trials : int
-        Number of independent estimates, >= 2 (integral floats such as
-        ``1e6`` are accepted).
-    seed : None, int >= 0, numpy.random.SeedSequence or numpy.random.Generator, default 0
-        Root of all randomness (:func:`rfkernels.validation.seed_sequence`;
-        a Generator is consumed once to seed a new SeedSequence); recorded
-        in the result (entropy and spawn key). The same seed gives the same
-        estimates on every backend.
-    backend : {'numpy', 'numba', 'cupy'}, default 'numpy'
-        Where the reduced method runs; the literal method evaluates the core's
-        feature maps on NumPy (``numpy``, ``numba``) or CuPy arrays.
-    method : {'reduced', 'literal'}, default 'reduced'
-        See the module notes.
-    chunk : int, optional
-        Trials per chunk (memory and progress granularity). The default
-        keeps chunk arrays near 1 MiB on NumPy. Results do not depend on it
-        (moments are merged in fixed blocks of trials).
-    progress : callable, optional
-        ``progress(done_trials, total_trials)``, called after each chunk.
-    A : float, optional
-        The OPRF parameter (< 1/8; ``kind='oprf'`` only), used by the
-        feature maps and the exact MSE; default: the pair's optimal ``A*``
-        (:func:`rfkernels.theory.oprf_optimal_a`).
-    B_query, B_key : array_like of shape (d, d), optional
-        ``kind='derf'`` (with ``A`` a float or a symmetric (d, d) array):
-        :func:`rfkernels.theory.exact_mse`'s. An isotropic ``A = aI`` runs
-        OPRF's reduced sampler at :math:`(B_1x, B_2y)/\sqrt{1 - 4a}`; a
-        dense A needs ``method='literal'``.
+        A registered kind (``rfkernels.KINDS``), or a validated Estimator
+        (``rfkernels.estimator(...).spec``), which carries its own ensemble,
+        norms, kernel and parameters: leave those out.
+    %(ensemble)s
+    %(trials)s
+    %(seed)s
+    %(backend)s
+    %(method)s
+    %(chunk)s
+    %(progress)s
+    %(A)s
+    %(B)s
     population : tuple of array_like, optional
-        ``(queries, keys)`` where a data-fitted kind
-        (:attr:`rfkernels.estimators.Kind.population`) is fitted; required
-        for one pair (a fit on a single pair is degenerate and refused).
-    proposal : {'auto', 'plain', 'tilted'}, default 'auto'
-        Law the trials are drawn from (see the module notes): the plain law,
-        the tilted importance-sampling proposal with exact weights (reduced
-        method; not for trig features), or chosen per pair by a pilot run.
-        The result records the choice, its parameters and why
-        (``proposal``, ``proposal_note``, ``proposal_shift``, ...), and the
-        weights' effective sample size (``ess``).
-    kernel : {'softmax', 'gaussian'}, default 'softmax'
-        The target: ``exp(x·y)`` or ``exp(-gamma |x - y|^2)``, estimated by
-        the softmax estimators at ``sqrt(2 gamma) (x, y)`` times
-        ``exp(-gamma (|x|^2 + |y|^2))`` (:func:`rfkernels.theory.exact_mse`);
-        ``sm``, ``mse`` and ``bias`` are then the Gaussian kernel's, and
-        ``A`` (and its default ``A*``) is that of the scaled pair.
-    gamma : float, optional
-        The Gaussian kernel's parameter (> 0; ``kernel='gaussian'`` only).
+        ``(queries, keys)`` where a data-fitted kind is fitted (default: the
+        rows of x and y; required for one pair, where a fit is degenerate).
+    %(proposal)s
+    %(kernel)s
+    %(gamma)s
+    vectors : tuple of array_like, optional
+        With a Geometry only: the pair ``(x, y)`` it is the geometry of (the
+        literal method draws whole projections and needs them).
+    mse_exact : float or None, optional
+        With a Geometry only: the exact MSE the caller holds already (None:
+        no closed form), so that it is computed once; by default computed.
 
     Returns
     -------
-    MonteCarloResult
+    MonteCarloResult or MonteCarloBatch
+        One pair's result, or one per pair of a batch. Pair 0 of a batch
+        equals the one-pair result with the same seed; with the reduced
+        method pair k uses the Philox counters ``(k << 40) | t`` (pairs
+        independent), with the literal method the pairs share each trial's
+        projection matrix (as in attention).
 
     Raises
     ------
@@ -406,6 +374,20 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     >>> bool(abs(r.z) < 4 and r.tail_ok)
     True
     """
+    if isinstance(x, theory.Geometry):
+        if y is not None:
+            raise ValueError("y must be None when x is a theory.Geometry (it holds the pair)")
+        return _from_geometry(x, m, kind, ensemble=ensemble, norms=norms, trials=trials, seed=seed,
+                              backend=backend, method=method, chunk=chunk, progress=progress,
+                              vectors=vectors, mse_exact=mse_exact, A=A, proposal=proposal,
+                              kernel=kernel, gamma=gamma, derf=(B_query, B_key, population))
+    if vectors is not None or not _computed(mse_exact):
+        raise ValueError("vectors and mse_exact go with a theory.Geometry x only")
+    if np.ndim(x) == 2:
+        s = _setup(x, y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
+                   names=("x", "y"), A=A, proposal=proposal, kernel=kernel, gamma=gamma,
+                   derf=(B_query, B_key, population))
+        return MonteCarloBatch(run(s))
     X, Y = _one_pair(x, y)
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
                names=("x", "y"), A=A, proposal=proposal, kernel=kernel, gamma=gamma,
@@ -413,28 +395,20 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     return run(s)[0]
 
 
-#: ``mse_exact`` default of :func:`monte_carlo_mse_from_geometry`: compute it.
-COMPUTE = "compute"
+def _computed(mse_exact):
+    return isinstance(mse_exact, str) and mse_exact == COMPUTE
 
 
-def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="chi", trials,
-                                  seed=0, backend="numpy", method="reduced", chunk=None,
-                                  progress=None, vectors=None, mse_exact=COMPUTE, A=None,
-                                  proposal="auto", kernel="softmax", gamma=None):
-    """:func:`monte_carlo_mse` of the pair whose :class:`rfkernels.theory.Geometry` is ``geometry``.
+def _from_geometry(geometry, m, kind, *, ensemble, norms, trials, seed, backend, method, chunk,
+                   progress, vectors, mse_exact, A, proposal, kernel, gamma, derf):
+    """:func:`monte_carlo_mse` of the one pair whose Geometry is ``geometry``.
 
-    The estimators depend on (x, y) only through the geometry's invariants,
-    so the reduced method needs nothing else; the literal method also needs
-    the vectors, ``vectors=(x, y)``. A caller that already holds the exact
-    MSE passes it as ``mse_exact`` (a float, or None where there is no closed
-    form), so that it is computed once; by default it is computed here.
     ``geometry`` and ``vectors`` are those of the pair as given (the target
-    kernel rescales them itself).
-    Results equal :func:`monte_carlo_mse`'s for the same seed.
+    kernel rescales them itself); results equal those of the vectors.
     """
-    if not isinstance(geometry, theory.Geometry) or np.ndim(geometry.s) != 0:
-        raise TypeError("geometry must be the rfkernels.theory.Geometry of one pair "
-                        f"(theory.geometry(x, y)); got {type(geometry).__name__}")
+    if np.ndim(geometry.s) != 0:
+        raise TypeError("x must be the rfkernels.theory.Geometry of one pair "
+                        "(theory.geometry(x, y) of two vectors)")
     X = Y = None
     if vectors is not None:
         X, Y = _one_pair(*vectors)
@@ -447,7 +421,7 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
     elif method == "literal":
         raise ValueError("method='literal' draws whole projections and needs the vectors: "
                          "pass vectors=(x, y)")
-    known = not (isinstance(mse_exact, str) and mse_exact == COMPUTE)
+    known = not _computed(mse_exact)
     if known and mse_exact is not None:
         if isinstance(mse_exact, (str, bool)) or not isinstance(mse_exact, (numbers.Real, np.floating)):
             raise TypeError(f"mse_exact must be a number, None (no closed form) or left out; "
@@ -457,47 +431,36 @@ def monte_carlo_mse_from_geometry(geometry, m, kind, *, ensemble="iid", norms="c
             raise ValueError(f"mse_exact must be finite and >= 0; got {mse_exact!r}")
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress,
                names=("x", "y"), geometry=geometry, exact=mse_exact if known else COMPUTE, A=A,
-               proposal=proposal, kernel=kernel, gamma=gamma)
+               proposal=proposal, kernel=kernel, gamma=gamma, derf=derf)
     return run(s)[0]
 
 
-def monte_carlo_mse_batch(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,
-                          backend="numpy", method="reduced", chunk=None, progress=None, A=None,
-                          proposal="auto", kernel="softmax", gamma=None, B_query=None, B_key=None,
-                          population=None):
-    """:func:`monte_carlo_mse` for the pairs ``(X[k], Y[k])``, k = 0 .. n - 1.
-
-    Parameters
-    ----------
-    X, Y : array_like of shape (n, d)
-        The pairs, row by row.
-    m, kind, ensemble, norms, trials, seed, backend, method, chunk, A, proposal, kernel, gamma
-        As in :func:`monte_carlo_mse` (the same for every pair; ``A=None``
-        gives each pair its own ``A*``, ``proposal='auto'`` decides per pair).
-    B_query, B_key, population
-        As in :func:`monte_carlo_mse`; the data-fitted DERF kinds are fitted
-        on ``population`` (default: the rows of X and Y, all pairs sharing
-        the fit).
-    progress : callable, optional
-        ``progress(done, total)`` with ``total = n * trials``.
-
-    Returns
-    -------
-    MonteCarloBatch
-        One :class:`MonteCarloResult` per pair.
-
-    Notes
-    -----
-    Pair 0's result equals ``monte_carlo_mse(X[0], Y[0], ...)`` with the same
-    seed. With the reduced method, pair k uses the Philox trial counters
-    ``(k << 40) | t``, so the pairs are independent. With the literal method
-    the pairs share each trial's projection matrix (one draw and one QR per
-    trial for all pairs, as in attention), so their errors are correlated
-    across pairs; each pair's own statistics are unaffected.
-    """
+def _batch_alias(X, Y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0, backend="numpy",
+                 method="reduced", chunk=None, progress=None, A=None, proposal="auto",
+                 kernel="softmax", gamma=None, B_query=None, B_key=None, population=None):
     s = _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk, progress, A=A,
                proposal=proposal, kernel=kernel, gamma=gamma, derf=(B_query, B_key, population))
     return MonteCarloBatch(run(s))
+
+
+def _geometry_alias(geometry, m, kind, **options):
+    if not isinstance(geometry, theory.Geometry):
+        raise TypeError("geometry must be the rfkernels.theory.Geometry of one pair "
+                        f"(theory.geometry(x, y)); got {type(geometry).__name__}")
+    return monte_carlo_mse(geometry, None, m, kind, **options)
+
+
+#: Names this module no longer holds as entry points (``CHANGELOG.md``, issue 36).
+_RENAMED = {
+    "monte_carlo_mse_batch": ("rfkernels.analysis.monte_carlo_mse(X, Y, ...) with (n, d) arrays",
+                              lambda: _batch_alias),
+    "monte_carlo_mse_from_geometry": ("rfkernels.analysis.monte_carlo_mse(geometry, None, ...)",
+                                      lambda: _geometry_alias),
+}
+
+
+def __getattr__(name):
+    return renamed(__name__, _RENAMED, name)
 
 
 def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,

@@ -238,7 +238,7 @@ def _check_combinations(g, run):
             raise SweepError(f"grid.kind: {kind!r} is no function of the pair's geometry (DERF "
                              "depends on x and y themselves, its data-fitted kinds on a "
                              "population): sweeps take geometries; use theory.exact_mse or "
-                             "monte_carlo_mse_batch on the vectors")
+                             "monte_carlo_mse on the vectors")
     for law, ensemble in itertools.product(g["norms"], g["ensemble"]):
         refused = registry.entry("norms", law).refusal(ensemble)
         if refused is not None:  # a grid is the product of its axes: every pair must exist

@@ -331,8 +331,9 @@ def as_estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None,
     given = [name for name, default in LEFT_OUT.items() if chosen[name] != default]
     given += [name for name, v in values.items() if v is not None]
     if given:
-        raise ValueError(f"kind is an Estimator: its {', '.join(given)} are its own; leave "
-                         f"{'it' if len(given) == 1 else 'them'} out")
+        own = ", ".join([*LEFT_OUT, *values])
+        raise ValueError(f"kind is an Estimator: its {own} are its own; leave out "
+                         f"{', '.join(given)}")
     return kind if m is None and d is None else kind.with_size(m=m, d=d)
 
 
