@@ -18,6 +18,8 @@ identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
 :func:`linear_attention`.
 """
 
+import importlib
+
 from .estimators import registry as _registry
 from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate
@@ -46,6 +48,7 @@ __all__ = [
     "draw_phases",
     "draw_projections",
     "estimate",
+    "estimator",
     "favor_attention",
     "feature_map",
     "fit_derf",
@@ -57,6 +60,8 @@ __all__ = [
     "softmax_kernel",
     "__version__",
     "FEATURE_MAPS",
+    "FrozenEstimator",
+    "FrozenFeatureMap",
     "feature_dimension",
     "linear_attention",
 ]
@@ -74,7 +79,20 @@ _LISTS = {
 }
 
 
+#: Names imported on first use, so that ``import rfkernels`` stays light: the
+#: front door sits above the analysis layer (``rfkernels.front``).
+_LAZY = {
+    "estimator": "rfkernels.front",
+    "FrozenEstimator": "rfkernels.front",
+    "FrozenFeatureMap": "rfkernels.front",
+}
+
+
 def __getattr__(name):
     if name in _LISTS:
         return _LISTS[name]()
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,8 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Optional
 
+import numpy as np
+
 from ..validation import check_int
 from . import registry
 
@@ -125,6 +127,32 @@ class Estimator:
         values = self.kind.fit(x, y)
         params = registry.entry("kind", "derf").check_params(values, batch=False)
         return replace(self, params=params).with_size(d=x.shape[1])
+
+    def map_arguments(self):
+        """``(kind, keywords)`` of the literal feature map this estimator draws.
+
+        ``feature_map(X, W, kind, **keywords)`` is its map: a kind with two
+        maps (the DERF family) gives its family's given kind with the fitted
+        or given ``A``, ``B_query``, ``B_key``; a kind whose map takes one
+        parameter gives it by name. Raises ValueError with the reason where
+        there is no one map: a kind without a literal map, a data-fitted kind
+        not fitted yet, or a map parameter left to each pair (OPRF's ``A*``).
+        """
+        fmap = self.kind.require_map()
+        if fmap.two_roles:
+            p = getattr(self.params, "derf", None)
+            if p is None:
+                raise ValueError(f"kind={self.kind.name!r} is fitted on data: call fit(Q, K) first")
+            return fmap.given_kind, {"A": p.a if p.isotropic else p.A, "B_query": p.B1,
+                                     "B_key": p.B2}
+        if fmap.param is None:
+            return self.kind.name, {}
+        value = getattr(self.params, fmap.param.name, None)
+        if value is None or np.ndim(value):
+            raise ValueError(f"kind={self.kind.name!r} draws a map with one {fmap.param.name}: give "
+                             f"{fmap.param.name}=<float>, or {fmap.param.name}='auto' and fit(Q, K) "
+                             "(left out, each pair has its own optimum, which no one map has)")
+        return self.kind.name, {fmap.param.name: float(value)}
 
     def describe(self):
         """A dict of the choices (names and sizes), as results and JSON record them."""

@@ -1,0 +1,334 @@
+r"""The front door: an estimator users build once and call.
+
+``rfkernels.estimator(kind, ...)`` checks a choice once and returns a
+:class:`FrozenEstimator` (SciPy's frozen distributions are the model): its
+exact MSE (:meth:`~FrozenEstimator.mse`), its Monte Carlo MSE beside that
+theory (:meth:`~FrozenEstimator.monte_carlo`), what it supports and why not
+(:attr:`~FrozenEstimator.supports`), and one draw of its randomness
+(:meth:`~FrozenEstimator.draw`): a :class:`FrozenFeatureMap` with features,
+estimates and attention, exportable as plain arrays.
+
+The methods are the package's functions given the validated estimator, so
+they return the same numbers: ``est.mse(x, y)`` is
+:func:`rfkernels.theory.exact_mse`, ``est.monte_carlo(x, y, ...)`` is
+:func:`rfkernels.analysis.monte_carlo_mse`, and
+``est.draw(seed).features(X)`` is ``feature_map(X, draw_projections(m, d,
+ensemble=..., norms=..., seed=seed), kind)``.
+
+Examples
+--------
+>>> import rfkernels
+>>> from rfkernels.theory import pair
+>>> est = rfkernels.estimator("positive", ensemble="orthogonal", m=16, d=16)
+>>> x, y = pair(16, 0.5, 0.5, 1.0)
+>>> bool(est.mse(x, y) < rfkernels.estimator("positive", m=16, d=16).mse(x, y))
+True
+>>> fmap = est.draw(seed=0)
+>>> fmap.features(x[None]).shape
+(1, 16)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import numpy as np
+
+from .analysis import monte_carlo as _mc
+from .attention import favor_attention
+from .docstrings import fill
+from .estimators import Estimator, estimator as _spec_of
+from .features import feature_map
+from .pairs import check_map_param, fit_map_param
+from .projections import draw_phases, draw_projections
+from .theory import Geometry, exact_mse, fit_population
+from .validation import check_matrix, check_seed, seed_sequence
+
+__all__ = ["FrozenEstimator", "FrozenFeatureMap", "estimator"]
+
+
+@fill()
+def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", gamma=None, m=None, d=None,
+              **params):
+    """The frozen estimator of these choices, checked once.
+
+    Parameters
+    ----------
+    %(kind)s
+    %(ensemble)s
+    %(norms)s
+    %(kernel)s
+    %(gamma)s
+    m, d : int, optional
+        Projections and dimension; ``m`` is needed by :meth:`FrozenEstimator.mse`
+        and ``monte_carlo`` (or given there), both by ``draw``.
+    **params
+        The kind's parameters by name: ``A`` (oprf: a float < 1/8 or
+        ``'auto'``, fitted by :meth:`FrozenEstimator.fit`; derf), ``B_query``,
+        ``B_key`` (derf).
+
+    Returns
+    -------
+    FrozenEstimator
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the message lists the valid ones), a parameter of
+        another kind or kernel, or a bad size.
+    """
+    auto = _auto_param(kind, params)
+    spec = _spec_of(kind, ensemble=ensemble, norms=norms, kernel=kernel, gamma=gamma, m=m, d=d,
+                    **params)
+    return FrozenEstimator(spec, auto)
+
+
+def _auto_param(kind, params):
+    """The name of the kind's map parameter given as ``'auto'`` (fitted by ``fit``), popped; or None."""
+    for name, value in list(params.items()):
+        if isinstance(value, str):
+            check_map_param(kind, value)  # 'auto' where the kind's map fits it; refused otherwise
+            params.pop(name)
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class FrozenEstimator:
+    """A validated random-feature estimator: build it with :func:`rfkernels.estimator`.
+
+    Attributes
+    ----------
+    spec : rfkernels.estimators.Estimator
+        The validated choices (kind, ensemble, norms, target kernel,
+        parameters, m, d) the layers below take.
+    auto : str or None
+        The name of a map parameter given as ``'auto'``, fitted by :meth:`fit`.
+    """
+
+    spec: Estimator
+    auto: Optional[str] = None
+
+    # -- what it is ---------------------------------------------------------
+
+    kind = property(lambda self: self.spec.kind.name)
+    ensemble = property(lambda self: self.spec.ensemble.name)
+    norms = property(lambda self: self.spec.norms.name)
+    kernel = property(lambda self: self.spec.kernel.name)
+    m = property(lambda self: self.spec.m)
+    d = property(lambda self: self.spec.d)
+
+    @property
+    def supports(self):
+        """What it supports, each a capability with its reason where absent (``exact_mse``,
+        ``lemma2``, ``theorem2``, ``reduced``, ``scalar_law``, ``tilted``, ``gpu_kernel``)."""
+        return self.spec.supports
+
+    @property
+    def needs_fit(self):
+        """True until :meth:`fit` where the kind (or an ``'auto'`` parameter) is fitted on data."""
+        return bool(self.auto) or bool(self.spec.needs_fit)
+
+    def describe(self):
+        """The choices as a dict (names and sizes), as results record them."""
+        return self.spec.describe()
+
+    def __repr__(self):
+        shown = {k: v for k, v in self.describe().items() if v is not None}
+        return f"FrozenEstimator({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+    def at(self, *, m=None, d=None):
+        """The same estimator at ``m`` projections in dimension ``d``."""
+        return replace(self, spec=self.spec.with_size(m=m, d=d))
+
+    # -- fitting ------------------------------------------------------------
+
+    def fit(self, Q, K):
+        """The estimator fitted on queries ``Q`` (n, d) and keys ``K`` (n', d); a new value.
+
+        For the data-fitted kinds (``'saderf'``, ``'aderf'``, ``'sderf'``) and
+        a map parameter given as ``'auto'`` (OPRF's ``A``); any other
+        estimator refuses (there is nothing to fit).
+        """
+        if not self.needs_fit:
+            raise ValueError(f"kind={self.kind!r} has nothing to fit on data (fit is for the "
+                             "data-fitted kinds and A='auto')")
+        q, k = check_matrix(Q, "Q"), check_matrix(K, "K")
+        spec = self.spec.with_size(d=q.shape[1])
+        if self.auto:
+            c = spec.scale
+            value = fit_map_param(self.kind, "auto", c * q, c * k)
+            spec = _spec_of(self.kind, ensemble=self.ensemble, norms=self.norms,
+                            kernel=self.kernel, m=spec.m, d=spec.d,
+                            **_kernel_values(spec), **{self.auto: value})
+        else:
+            spec = fit_population(spec, None, None, (q, k))
+        return FrozenEstimator(spec)
+
+    def _fitted(self, what):
+        if self.auto:
+            raise ValueError(f"{self.auto}='auto' is fitted on data: call est.fit(Q, K) before "
+                             f"{what} (or leave {self.auto} out for each pair's optimum)")
+
+    # -- theory and Monte Carlo -----------------------------------------------
+
+    def _size(self, m):
+        m = self.m if m is None else m
+        if m is None:
+            raise ValueError("m is unknown: build the estimator with m= or pass m=")
+        return m
+
+    def mse(self, x, y=None, *, m=None, log=False, population=None):
+        """The exact MSE at the pair(s) ``(x, y)`` (arrays ``(..., d)``) or at a ``Geometry`` ``x``.
+
+        :func:`rfkernels.theory.exact_mse` of this estimator: ``m`` defaults
+        to the estimator's (an array of m broadcasts), ``log=True`` gives
+        the natural log (finite beyond float64), ``population`` fits a
+        data-fitted kind not fitted yet. Refuses with the reason
+        (``supports.exact_mse``) where there is no closed form.
+        """
+        self._fitted("mse")
+        m = self._size(m)
+        if isinstance(x, Geometry):
+            if y is not None:
+                raise ValueError("y must be None when x is a theory.Geometry (it holds the pairs)")
+        return exact_mse(x, y, m, self._spec_for(m), log=log, population=population)
+
+    def _spec_for(self, m):
+        """The spec the theory and Monte Carlo take (m given per call: the spec's is left out)."""
+        return replace(self.spec, m=None) if np.ndim(m) else self.spec.with_size(m=m)
+
+    @fill()
+    def monte_carlo(self, x, y=None, *, trials, m=None, seed=0, backend="numpy", method="reduced",
+                    chunk=None, progress=None, proposal="auto", population=None, vectors=None,
+                    mse_exact=_mc.mse.COMPUTE):
+        """Monte Carlo MSE beside the exact one: :func:`rfkernels.analysis.monte_carlo_mse` of this estimator.
+
+        ``x, y`` one pair (d,), a batch (n, d) or ``x`` one pair's Geometry
+        (with ``vectors=`` for the literal method); the same numbers as
+        ``monte_carlo_mse`` with the same arguments.
+
+        Parameters
+        ----------
+        %(trials)s
+        %(seed)s
+        %(backend)s
+        %(method)s
+        %(chunk)s
+        %(progress)s
+        %(proposal)s
+        """
+        self._fitted("monte_carlo")
+        m = self._size(m)
+        return _mc.monte_carlo_mse(x, y, m, self.spec.with_size(m=m), trials=trials, seed=seed,
+                                   backend=backend, method=method, chunk=chunk, progress=progress,
+                                   proposal=proposal, population=population, vectors=vectors,
+                                   mse_exact=mse_exact)
+
+    def trial_estimates(self, x, y, *, trials, m=None, seed=0, backend="numpy", method="reduced",
+                        start=0, population=None):
+        """The per-trial estimates :meth:`monte_carlo` averages over (plain proposal), one pair."""
+        self._fitted("trial_estimates")
+        m = self._size(m)
+        return _mc.trial_estimates(x, y, m, self.spec.with_size(m=m), trials=trials, seed=seed,
+                                   backend=backend, method=method, start=start,
+                                   population=population)
+
+    # -- one draw ---------------------------------------------------------------
+
+    def draw(self, seed=None):
+        """One draw of the estimator's randomness: a :class:`FrozenFeatureMap`.
+
+        The projections are ``draw_projections(m, d, ensemble=..., norms=...,
+        seed=seed)``; a kind with phases (``'offset'``) draws them next from
+        the same generator. Needs m and d, and a fitted estimator where the
+        kind is fitted on data.
+        """
+        self._fitted("draw")
+        if self.m is None or self.d is None:
+            raise ValueError("draw needs m and d: build the estimator with m= and d= (or est.at(m=, d=))")
+        kind, keywords = self.spec.map_arguments()
+        seq = seed_sequence(seed)
+        rng = check_seed(seq)
+        W = draw_projections(self.m, self.d, ensemble=self.ensemble, norms=self.norms, seed=rng)
+        phases = draw_phases(self.m, seed=rng) if self.spec.kind.feature_map.needs_phase else None
+        return FrozenFeatureMap(self.spec, kind, W, phases, keywords,
+                                {"entropy": str(seq.entropy), "spawn_key": list(seq.spawn_key)})
+
+
+@dataclass(frozen=True, eq=False)
+class FrozenFeatureMap:
+    """A drawn random-feature map: projections, phases and parameters, fixed.
+
+    Made by :meth:`FrozenEstimator.draw`. ``features``, ``estimate`` and
+    ``attention`` are :func:`rfkernels.feature_map` and
+    :func:`rfkernels.favor_attention` with these arrays; :meth:`to_dict`
+    and :meth:`save` export them for use in another framework.
+    """
+
+    spec: Estimator
+    map_kind: str
+    W: np.ndarray
+    phases: Optional[np.ndarray]
+    keywords: dict
+    seed: dict
+
+    def _target(self):
+        return {"kernel": self.spec.kernel.name, **_kernel_values(self.spec)}
+
+    def features(self, X, role="query"):
+        """The features of the rows of X (n, d): ``(n, r)``; ``role`` 'query' or 'key' for two-map kinds."""
+        return feature_map(X, self.W, self.map_kind, phase=self.phases, role=role,
+                           **self._target(), **self.keywords)
+
+    def estimate(self, X, Y):
+        """The estimate of the kernel at every pair of rows: ``features(X) @ features(Y, 'key').T``."""
+        return self.features(X, "query") @ self.features(Y, "key").T
+
+    def attention(self, Q, K, V, *, causal=False):
+        """Random-feature attention with this draw: :func:`rfkernels.favor_attention`'s ``AttentionResult``
+        (``.output`` of shape (L, d_v)); of the softmax kernel."""
+        if self.spec.kernel_params is not None:
+            raise ValueError(f"attention is of the softmax kernel; this map estimates the "
+                             f"{self.spec.kernel.name} kernel")
+        if self.phases is not None:
+            raise ValueError(self.spec.kind.feature_map.attention_reason
+                             or f"kind={self.spec.kind.name!r} has no attention")
+        return favor_attention(Q, K, V, self.W, self.map_kind, causal=causal, **self.keywords)
+
+    def to_dict(self):
+        """The draw as plain values: the choices, the seed and the arrays (NumPy)."""
+        out = {**self.spec.describe(), "map_kind": self.map_kind, "seed": self.seed,
+               "W": np.asarray(self.W)}
+        if self.phases is not None:
+            out["phases"] = np.asarray(self.phases)
+        out.update({k: (np.asarray(v) if np.ndim(v) else float(v)) for k, v in self.keywords.items()})
+        return out
+
+    def save(self, path):
+        """Write the draw to an ``.npz`` file: its arrays, and its choices as JSON in ``meta``."""
+        d = self.to_dict()
+        arrays = {k: v for k, v in d.items() if isinstance(v, np.ndarray)}
+        meta = {k: v for k, v in d.items() if k not in arrays}
+        np.savez(path, meta=np.array(json.dumps(meta, allow_nan=False)), **arrays)
+
+    @classmethod
+    def load(cls, path):
+        """The draw written by :meth:`save`; its estimator is rebuilt from the map's kind and parameters."""
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(str(f["meta"]))
+            arrays = {k: f[k] for k in f.files if k != "meta"}
+        W, phases = arrays.pop("W"), arrays.pop("phases", None)
+        keywords = {k: meta[k] for k in ("A",) if k in meta}
+        keywords.update(arrays)  # A, B_query, B_key as arrays
+        targets = {n: meta[n] for n in ("gamma",) if n in meta}
+        spec = _spec_of(meta["map_kind"], ensemble=meta["ensemble"], norms=meta["norms"],
+                        kernel=meta["kernel"], m=meta["m"], d=meta["d"], **targets, **keywords)
+        return cls(spec, meta["map_kind"], W, phases, keywords, meta["seed"])
+
+
+def _kernel_values(spec):
+    """The target kernel's parameters by name (``gamma`` of the Gaussian kernel; none for softmax)."""
+    return {name: getattr(spec.kernel_params, name) for name in spec.kernel.param_names}
