@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import rfkernels
 from rfkernels import theory
 
 from ._common import (ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, legend_below, mc_errorbars, paper_style,
@@ -24,7 +25,7 @@ def compute(quick=False, seed=0, progress=None):
     lines = []
     for kind in KINDS:
         for ensemble in ("iid", "orthogonal"):
-            mse = theory.exact_mse(geom, None, M, kind, ensemble=ensemble)
+            mse = rfkernels.estimator(kind, ensemble=ensemble, m=M).mse(geom)
             lines += [{"kind": kind, "ensemble": ensemble, "angle": float(a), "mse_exact": float(v)}
                       for a, v in zip(angles, mse)]
     mc_angles = np.linspace(0.25, np.pi - 0.25, 3 if quick else 7)

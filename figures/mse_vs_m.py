@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import rfkernels
 from rfkernels import theory
 
 from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, legend_below, mc_errorbars, paper_style, save
@@ -30,10 +31,11 @@ def compute(quick=False, seed=0, progress=None):
     lines = []
     for kind in KINDS:
         lemma = theory.lemma2_mse_from_geometry(geom, m_line, kind)
-        iid = theory.exact_mse(geom, None, m_line, kind)
-        ort = theory.exact_mse(geom, None, m_line, kind, ensemble="orthogonal")
+        orthogonal = rfkernels.estimator(kind, ensemble="orthogonal", d=D)
+        iid = rfkernels.estimator(kind, d=D).mse(geom, m=m_line)
+        ort = orthogonal.mse(geom, m=m_line)
         bound = np.full(m_line.shape, np.nan)
-        if kind == "positive":
+        if orthogonal.at(m=D).supports.theorem2:  # one block of positive features
             sel = m_line <= D
             bound[sel] = theory.theorem2_bound_from_geometry(geom, m_line[sel])
         for m, a, b, c, e in zip(m_line, lemma, iid, ort, bound):
