@@ -3,8 +3,10 @@
 The statistical tests compare empirical mean squared errors with
 :meth:`RandomFourierFeatures.expected_mse` and :func:`rfkernels.theory.exact_mse`
 through ``z = (mean - theory) / standard error`` with fixed seeds (so they are
-deterministic); ``|z| < 4`` each. scikit-learn is needed for the estimator
-checks, ``gamma="scale"`` against ``SVC`` and ``RBFSampler`` itself.
+deterministic); ``|z| < 4`` each. scikit-learn (a dependency) gives the
+estimator checks, ``gamma="scale"`` of ``SVC`` and ``RBFSampler`` itself.
+What both transformers share (the vocabulary, the deprecated ``features``)
+is tested in ``tests/test_transformers_common.py``.
 """
 
 import pickle
@@ -20,7 +22,6 @@ from rfkernels.transformer import NotFittedError
 
 X = np.random.default_rng(0).normal(size=(12, 3))
 Y = np.random.default_rng(1).normal(size=(5, 3))
-KIND = {"offset": "offset", "paired": "trig"}
 
 
 def gaussian(x, y, gamma):
@@ -36,25 +37,23 @@ def z_scores(errors, expected):
 # ---------------------------------------------------------------- scikit-learn conventions
 
 
-@pytest.mark.parametrize("features", ["offset", "paired"])
-def test_check_estimator(features):
-    """Every check passes for offset features; paired ones refuse the n_components=1 of six checks.
+@pytest.mark.parametrize("kind", ["offset", "trig"])
+def test_check_estimator(kind):
+    """Every check passes for offset features; paired (trig) ones refuse the n_components=1 of six checks.
 
     scikit-learn sets ``n_components = 1`` in some checks (check_fit2d_1sample,
     check_fit2d_1feature, check_fit2d_predict1d, check_dont_overwrite_parameters,
     check_methods_subset_invariance, check_methods_sample_order_invariance);
     paired features need an even output dimension and say so.
     """
-    pytest.importorskip("sklearn")
     from sklearn.utils.estimator_checks import check_estimator
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "does not inherit from BaseEstimator", skipped checks
-        results = check_estimator(RandomFourierFeatures(n_components=16, features=features),
-                                  on_fail=None)
+        warnings.simplefilter("ignore")  # skipped checks
+        results = check_estimator(RandomFourierFeatures(n_components=16, kind=kind), on_fail=None)
     failed = [(r["check_name"], str(r["exception"])) for r in results if r["status"] == "failed"]
-    if features == "paired":
-        assert len(failed) <= 6 and all("n_components must be even for features='paired'" in e
+    if kind == "trig":
+        assert len(failed) <= 6 and all("n_components must be even for kind='trig'" in e
                                         and "got 1" in e for _, e in failed), failed
     else:
         assert not failed
@@ -62,38 +61,39 @@ def test_check_estimator(features):
 
 
 def test_params_clone_and_repr():
-    rff = RandomFourierFeatures(0.5, 32, features="paired", ensemble="orthogonal", random_state=3)
-    assert rff.get_params() == {"ensemble": "orthogonal", "features": "paired", "gamma": 0.5,
-                                "n_components": 32, "random_state": 3}
-    assert repr(rff) == ("RandomFourierFeatures(ensemble='orthogonal', features='paired', "
-                         "gamma=0.5, n_components=32, random_state=3)")
-    assert rff.set_params(gamma="scale", features="offset") is rff
-    assert rff.gamma == "scale" and rff.features == "offset"
+    rff = RandomFourierFeatures(0.5, 32, kind="trig", ensemble="orthogonal", random_state=3)
+    assert rff.get_params() == {"A": None, "ensemble": "orthogonal", "features": "deprecated",
+                                "gamma": 0.5, "kind": "trig", "n_components": 32, "norms": "chi",
+                                "random_state": 3}
+    assert " ".join(repr(rff).split()) == (  # scikit-learn's repr: what differs from the defaults
+        "RandomFourierFeatures(ensemble='orthogonal', gamma=0.5, kind='trig', n_components=32, "
+        "random_state=3)")
+    assert rff.set_params(gamma="scale", kind="offset") is rff
+    assert rff.gamma == "scale" and rff.kind == "offset"
     with pytest.raises(ValueError, match="Invalid parameter 'kernel'"):
         rff.set_params(kernel="rbf")  # kernel is a method, not a parameter
-    assert RandomFourierFeatures.norms == "chi"
-    sklearn_base = pytest.importorskip("sklearn.base")
+    assert RandomFourierFeatures().norms == "chi" and RandomFourierFeatures.target_kernel == "gaussian"
+    import sklearn.base as sklearn_base
     twin = sklearn_base.clone(rff)
     assert twin is not rff and twin.get_params() == rff.get_params()
     fitted = rff.fit(X)
     np.testing.assert_array_equal(sklearn_base.clone(fitted).fit(X).transform(X), fitted.transform(X))
 
 
-@pytest.mark.parametrize("features", ["offset", "paired"])
-def test_pickle_round_trip(features):
-    rff = RandomFourierFeatures("scale", 10, features=features, random_state=0).fit(X)
+@pytest.mark.parametrize("kind", ["offset", "trig"])
+def test_pickle_round_trip(kind):
+    rff = RandomFourierFeatures("scale", 10, kind=kind, random_state=0).fit(X)
     again = pickle.loads(pickle.dumps(rff))
     np.testing.assert_array_equal(again.transform(Y), rff.transform(Y))
     np.testing.assert_array_equal(again.expected_mse(Y).entries, rff.expected_mse(Y).entries)
     assert again.gamma_ == rff.gamma_
 
 
-@pytest.mark.parametrize("features, r, m", [("offset", 10, 10), ("offset", 7, 7),
-                                            ("paired", 10, 5)])
+@pytest.mark.parametrize("kind, r, m", [("offset", 10, 10), ("offset", 7, 7), ("trig", 10, 5)])
 @pytest.mark.parametrize("ensemble", ["iid", "orthogonal", "simplex", "sorf"])
-def test_transform_is_the_documented_map(features, r, m, ensemble):
+def test_transform_is_the_documented_map(kind, r, m, ensemble):
     gamma = 0.3
-    rff = RandomFourierFeatures(gamma, r, features=features, ensemble=ensemble, random_state=7)
+    rff = RandomFourierFeatures(gamma, r, kind=kind, ensemble=ensemble, random_state=7)
     out = rff.fit_transform(X)
     assert out.shape == (12, r) and out.dtype == np.float64 and rff.n_features_in_ == 3
     assert rff.gamma_ == gamma and isinstance(rff.gamma_, float)
@@ -101,7 +101,7 @@ def test_transform_is_the_documented_map(features, r, m, ensemble):
     w = draw_projections(m, 3, ensemble=ensemble, seed=rng)
     np.testing.assert_array_equal(rff.projections_, w)
     proj = np.sqrt(2 * gamma) * X @ w.T
-    if features == "offset":
+    if kind == "offset":
         b = draw_phases(m, seed=rng)
         np.testing.assert_array_equal(rff.random_offset_, b)
         np.testing.assert_allclose(out, np.sqrt(2.0 / m) * np.cos(proj + b), atol=1e-15)
@@ -115,9 +115,9 @@ def test_transform_is_the_documented_map(features, r, m, ensemble):
     np.testing.assert_allclose(rff.kernel(X), out @ out.T, atol=1e-14)
 
 
-@pytest.mark.parametrize("features", ["offset", "paired"])
-def test_kernel_estimates_the_gaussian_kernel(features):
-    rff = RandomFourierFeatures(0.4, 20000, features=features, random_state=0).fit(X)
+@pytest.mark.parametrize("kind", ["offset", "trig"])
+def test_kernel_estimates_the_gaussian_kernel(kind):
+    rff = RandomFourierFeatures(0.4, 20000, kind=kind, random_state=0).fit(X)
     np.testing.assert_allclose(rff.kernel(X, Y), gaussian(X, Y, 0.4), atol=0.03)
 
 
@@ -176,10 +176,21 @@ def test_gamma_scale_failure_leaves_the_fit_unchanged():
 
 
 def test_bad_parameters():
-    with pytest.raises(ValueError, match="features must be one of 'offset', 'paired', 'positive'; got 'cos'"):
-        RandomFourierFeatures(features="cos").fit(X)
-    with pytest.raises(ValueError, match="n_components must be even for features='paired'"):
-        RandomFourierFeatures(n_components=7, features="paired").fit(X)
+    with pytest.raises(ValueError, match="kind must be one of 'trig', 'positive', 'hyperbolic', "
+                                         "'oprf', 'offset'; got 'cos'"):
+        RandomFourierFeatures(kind="cos").fit(X)
+    with pytest.raises(ValueError, match="kind='derf' has no one literal feature map for "
+                                         "RandomFourierFeatures"):
+        RandomFourierFeatures(kind="derf").fit(X)
+    with pytest.raises(ValueError, match="n_components must be even for kind='trig'"):
+        RandomFourierFeatures(n_components=7, kind="trig").fit(X)
+    with pytest.warns(DeprecationWarning, match="use kind"):
+        with pytest.raises(ValueError, match="features must be one of 'offset', 'paired', "
+                                             "'positive'; got 'cos'"):
+            RandomFourierFeatures(features="cos").fit(X)
+    with pytest.warns(DeprecationWarning, match="use kind"):
+        with pytest.raises(ValueError, match="n_components must be even for features='paired'"):
+            RandomFourierFeatures(n_components=7, features="paired").fit(X)
     with pytest.raises(ValueError, match="n_components must be an integer >= 1"):
         RandomFourierFeatures(n_components=0).fit(X)
     with pytest.raises(TypeError, match="n_components must be an integer"):
@@ -213,33 +224,33 @@ def test_not_fitted():
 # ---------------------------------------------------------------- expected_mse against theory
 
 
-@pytest.mark.parametrize("features, r", [("offset", 6), ("paired", 12)])
+@pytest.mark.parametrize("kind, r", [("offset", 6), ("trig", 12)])
 @pytest.mark.parametrize("ensemble", ["iid", "orthogonal", "simplex"])
-def test_expected_mse_is_theory_entrywise(features, r, ensemble):
+def test_expected_mse_is_theory_entrywise(kind, r, ensemble):
     gamma = 0.35
-    rff = RandomFourierFeatures(gamma, r, features=features, ensemble=ensemble,
-                                random_state=0).fit(X)
+    rff = RandomFourierFeatures(gamma, r, kind=kind, ensemble=ensemble, random_state=0).fit(X)
     m = 6
     res = rff.expected_mse(X, Y)
-    ref = theory.exact_mse(X[:, None], Y[None], m, KIND[features], ensemble=ensemble,
+    ref = theory.exact_mse(X[:, None], Y[None], m, kind, ensemble=ensemble,
                            kernel="gaussian", gamma=gamma)
     assert isinstance(res, ExpectedMSE) and res.entries.shape == (12, 5)
     np.testing.assert_allclose(res.entries, ref, rtol=1e-13)
     sym = rff.expected_mse(X)
-    ref = theory.exact_mse(X[:, None], X[None], m, KIND[features], ensemble=ensemble,
+    ref = theory.exact_mse(X[:, None], X[None], m, kind, ensemble=ensemble,
                            kernel="gaussian", gamma=gamma)
     np.testing.assert_allclose(sym.entries, ref, rtol=1e-13, atol=1e-15)
     np.testing.assert_array_equal(sym.entries, sym.entries.T)
     # the diagonal: paired features are exact at x = y, offset ones have MSE 1/(2m)
-    np.testing.assert_array_equal(np.diag(sym.entries), 1 / (2 * m) if features == "offset" else 0)
+    np.testing.assert_array_equal(np.diag(sym.entries), 1 / (2 * m) if kind == "offset" else 0)
     K = gaussian(X, X, gamma)
     assert sym.mse_sum == pytest.approx(ref.sum(), rel=1e-13)
     assert sym.kernel_sq_sum == pytest.approx((K ** 2).sum(), rel=1e-13)
     assert sym.relative_frobenius == pytest.approx(ref.sum() / (K ** 2).sum(), rel=1e-13)
-    assert (sym.features, sym.ensemble, sym.n_components, sym.m, sym.gamma) == (
-        features, ensemble, r, m, gamma)
+    assert (sym.kind, sym.ensemble, sym.norms, sym.n_components, sym.m, sym.kernel, sym.gamma) == (
+        kind, ensemble, "chi", r, m, "gaussian", gamma)
     d = sym.to_dict()
     assert d["entries"] == sym.entries.tolist() and d["relative_frobenius"] == sym.relative_frobenius
+    assert (d["kind"], d["kernel"], d["gamma"]) == (kind, "gaussian", gamma) and "features" not in d
 
 
 def test_expected_mse_iid_closed_forms():
@@ -247,7 +258,7 @@ def test_expected_mse_iid_closed_forms():
     gamma, m = 0.8, 5
     k = gaussian(X, Y, gamma)
     off = RandomFourierFeatures(gamma, m, random_state=0).fit(X).expected_mse(X, Y)
-    pai = RandomFourierFeatures(gamma, 2 * m, features="paired", random_state=0).fit(X)
+    pai = RandomFourierFeatures(gamma, 2 * m, kind="trig", random_state=0).fit(X)
     np.testing.assert_allclose(off.entries, (1 - k**2 + k**4 / 2) / m, rtol=1e-12)
     np.testing.assert_allclose(pai.expected_mse(X, Y).entries, (1 - k**2) ** 2 / (2 * m),
                                rtol=1e-12)
@@ -257,8 +268,7 @@ def test_expected_mse_many_rows_in_chunks():
     """More pairs than one chunk (65536): the row blocks of the symmetric case cover every pair."""
     rng = np.random.default_rng(3)
     Z = rng.normal(size=(400, 3))
-    rff = RandomFourierFeatures(0.2, 8, features="paired", ensemble="orthogonal",
-                                random_state=0).fit(Z)
+    rff = RandomFourierFeatures(0.2, 8, kind="trig", ensemble="orthogonal", random_state=0).fit(Z)
     got = rff.expected_mse(Z).entries
     ref = theory.exact_mse(Z[:, None], Z[None], 4, "trig", ensemble="orthogonal",
                            kernel="gaussian", gamma=0.2)
@@ -282,17 +292,16 @@ def test_squared_distances():
 
 def test_sorf_has_no_expected_mse():
     reason = estimator("trig", ensemble="sorf").supports.exact_mse.reason
-    for features in ("offset", "paired"):
-        rff = RandomFourierFeatures(n_components=8, features=features, ensemble="sorf",
-                                    random_state=0).fit(X)
+    for kind in ("offset", "trig"):
+        rff = RandomFourierFeatures(n_components=8, kind=kind, ensemble="sorf", random_state=0).fit(X)
         rff.transform(X)  # it still transforms
         with pytest.raises(ValueError, match=reason.replace("(", r"\(").replace(")", r"\)")):
             rff.expected_mse(X)
 
 
-@pytest.mark.parametrize("features, r", [("offset", 4), ("paired", 8)])
+@pytest.mark.parametrize("kind, r", [("offset", 4), ("trig", 8)])
 @pytest.mark.parametrize("ensemble", ["iid", "orthogonal"])
-def test_expected_mse_against_monte_carlo_over_fits(features, r, ensemble):
+def test_expected_mse_against_monte_carlo_over_fits(kind, r, ensemble):
     """2000 fits (seeds 0..1999): the empirical MSE of every entry against expected_mse.
 
     m = 4 frequencies in d = 3: orthogonal frequencies are a full block and a partial one.
@@ -300,7 +309,7 @@ def test_expected_mse_against_monte_carlo_over_fits(features, r, ensemble):
     gamma, fits = 0.7, 2000
     P = np.random.default_rng(4).normal(scale=0.5, size=(4, 3))  # k from 0.15 to 0.84
     K = gaussian(P, P, gamma)
-    rff = RandomFourierFeatures(gamma, r, features=features, ensemble=ensemble)
+    rff = RandomFourierFeatures(gamma, r, kind=kind, ensemble=ensemble)
     errors = np.empty((fits, 4, 4))
     for seed in range(fits):
         errors[seed] = (rff.set_params(random_state=seed).fit(P).kernel(P) - K) ** 2
@@ -308,7 +317,7 @@ def test_expected_mse_against_monte_carlo_over_fits(features, r, ensemble):
     off = ~np.eye(4, dtype=bool)
     z = z_scores(errors, expected)
     assert np.all(np.abs(z[off]) < 4), z
-    if features == "offset":
+    if kind == "offset":
         assert np.all(np.abs(np.diag(z)) < 4), z
     else:  # exact on the diagonal, up to rounding
         assert np.max(errors[:, ~off]) < 1e-28
@@ -372,7 +381,7 @@ def test_pipeline_and_grid_search():
     assert pipe.fit(data[:200], labels[:200]).score(data[200:], labels[200:]) > 0.9  # 0.97
     linear = RidgeClassifier(1.0).fit(data[:200], labels[:200]).score(data[200:], labels[200:])
     assert linear < 0.7  # 0.56
-    search = GridSearchCV(pipe, {"randomfourierfeatures__features": ["offset", "paired"],
+    search = GridSearchCV(pipe, {"randomfourierfeatures__kind": ["offset", "trig"],
                                  "randomfourierfeatures__gamma": [0.5, "scale"]}, cv=2)
     search.fit(data, labels)
     assert search.best_score_ > 0.9
