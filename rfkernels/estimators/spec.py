@@ -35,6 +35,9 @@ class Capability:
     def __bool__(self):
         return self.reason is None
 
+    def __str__(self):
+        return "supported" if self.reason is None else f"not supported: {self.reason}"
+
     def require(self):
         """Return self if available; else raise ValueError with the reason."""
         if self.reason is not None:
