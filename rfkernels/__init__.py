@@ -1,21 +1,21 @@
-"""rfkernels: variance of random-feature estimators of the softmax kernel.
+"""rfkernels: how wrong a random-feature estimate of a kernel is, by exact theory and Monte Carlo.
 
-Core layer: projection ensembles (:func:`draw_projections`), the three feature
-maps (:func:`feature_map`, :func:`estimate`, :func:`log_estimate`), the exact
-kernel (:func:`softmax_kernel`, :func:`log_softmax_kernel`), closed-form theory (:mod:`rfkernels.theory`),
-FAVOR and exact attention (:func:`favor_attention`, :func:`softmax_attention`)
-the counter-based generator (:mod:`rfkernels.rng`), and a scikit-learn style
-transformer (:class:`RandomFeatures`). Beyond the paper: optimal positive
-features (kind ``"oprf"``), simplex and SORF ensembles (``docs/beyond.rst``); the
-Gaussian kernel (``kernel="gaussian"``), random-offset features (kind
-``"offset"``, :func:`draw_phases`) and :class:`RandomFourierFeatures` (``docs/gaussian.rst``);
-dense-exponential features (kinds ``"derf"``, ``"saderf"``, ``"aderf"``, ``"sderf"``,
-:func:`fit_derf`, ``docs/derf.rst``).
-Which estimator for a budget of r outputs: :func:`rank_estimators` (every
-registered estimator's exact MSE, ranked; ``docs/ranking.rst``).
-The deterministic feature maps of linear attention (:data:`FEATURE_MAPS`:
-identity, ELU+1, DPFP-ν) go through :func:`feature_map` with ``W=None`` and
-:func:`linear_attention`.
+Start at :func:`estimator`: ``rfkernels.estimator(kind, ensemble=..., norms=...,
+m=..., d=...)`` checks a choice once and returns a frozen estimator with its
+exact MSE (``.mse``), its Monte Carlo MSE beside it (``.monte_carlo``), what
+it supports and why not (``.supports``) and one draw of its randomness
+(``.draw(seed)``: features, estimates, attention; :mod:`rfkernels.front`).
+
+The functions below it: projections (:func:`draw_projections`,
+:func:`draw_phases`), feature maps (:func:`feature_map`, :func:`estimate`,
+:func:`log_estimate`), the exact kernel (:func:`softmax_kernel`,
+:func:`log_softmax_kernel`), the theory (:mod:`rfkernels.theory`), attention
+(:func:`favor_attention`, :func:`softmax_attention`, :func:`linear_attention`
+for the deterministic maps of :data:`FEATURE_MAPS`), scikit-learn
+transformers (:class:`RandomFeatures`, :class:`RandomFourierFeatures`), the
+DERF fit (:func:`fit_derf`) and the ranking of estimators at a feature budget
+(:func:`rank_estimators`). The registry's lists: :data:`KINDS`,
+:data:`ENSEMBLES`, :data:`NORMS`, :data:`KERNELS`, :data:`PRESETS`.
 """
 
 import importlib
