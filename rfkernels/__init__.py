@@ -29,8 +29,6 @@ from .projections import draw_phases, draw_projections
 
 from .attention import linear_attention
 from .features import FEATURE_MAPS, feature_dimension
-from .transformer import RandomFeatures
-from .fourier import RandomFourierFeatures
 
 from .estimators.derf import fit_derf
 from .ranking import rank_estimators
@@ -80,11 +78,14 @@ _LISTS = {
 
 
 #: Names imported on first use, so that ``import rfkernels`` stays light: the
-#: front door sits above the analysis layer (``rfkernels.front``).
+#: front door sits above the analysis layer (``rfkernels.front``), the
+#: transformers import scikit-learn.
 _LAZY = {
     "estimator": "rfkernels.front",
     "FrozenEstimator": "rfkernels.front",
     "FrozenFeatureMap": "rfkernels.front",
+    "RandomFeatures": "rfkernels.transformer",  # scikit-learn's base class: imported on use
+    "RandomFourierFeatures": "rfkernels.fourier",
 }
 
 

@@ -165,8 +165,18 @@ def test_supports_carry_reasons_and_the_old_names_warn():
 
 
 def test_import_rfkernels_stays_light():
-    """``import rfkernels`` loads neither the front door nor the analysis layer (lazy)."""
-    code = ("import sys, rfkernels; print(any(m.startswith(('rfkernels.front', 'rfkernels.analysis'))"
-            " for m in sys.modules))")
+    """``import rfkernels`` loads neither the front door, the analysis layer nor scikit-learn (lazy)."""
+    code = ("import sys, rfkernels; print(any(m.startswith(('rfkernels.front', 'rfkernels.analysis',"
+            " 'sklearn')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_lazy_names_are_the_modules_own():
+    from rfkernels.fourier import RandomFourierFeatures
+    from rfkernels.transformer import RandomFeatures
+
+    assert rfkernels.RandomFeatures is RandomFeatures
+    assert rfkernels.RandomFourierFeatures is RandomFourierFeatures
+    assert rfkernels.estimator is rfkernels.front.estimator
+    assert {"estimator", "RandomFeatures", "RandomFourierFeatures"} <= set(rfkernels.__all__)
