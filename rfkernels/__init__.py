@@ -89,6 +89,10 @@ _LAZY = {
 }
 
 
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name):
     if name in _LISTS:
         return _LISTS[name]()

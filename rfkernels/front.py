@@ -180,6 +180,16 @@ class FrozenEstimator:
             raise ValueError("m is unknown: build the estimator with m= or pass m=")
         return m
 
+    def _check_inputs(self, x, population):
+        """The inputs' d against the estimator's; a data-fitted kind fitted or given its population."""
+        d = int(x.d) if isinstance(x, Geometry) and np.ndim(x.d) == 0 else (
+            None if isinstance(x, Geometry) else np.shape(x)[-1] if np.ndim(x) else None)
+        if self.d is not None and d is not None and d != self.d:
+            raise ValueError(f"x has d = {d} but the estimator was built with d = {self.d}")
+        if self.spec.needs_fit and population is None:
+            raise ValueError(f"kind={self.kind!r} is fitted on data: call est.fit(Q, K) first, or "
+                             "pass population=(queries, keys)")
+
     def mse(self, x, y=None, *, m=None, log=False, population=None):
         """The exact MSE at the pair(s) ``(x, y)`` (arrays ``(..., d)``) or at a ``Geometry`` ``x``.
 
@@ -190,6 +200,7 @@ class FrozenEstimator:
         (``supports.exact_mse``) where there is no closed form.
         """
         self._fitted("mse")
+        self._check_inputs(x, population)
         m = self._size(m)
         if isinstance(x, Geometry):
             if y is not None:
@@ -219,8 +230,24 @@ class FrozenEstimator:
         %(chunk)s
         %(progress)s
         %(proposal)s
+        population : tuple of array_like, optional
+            ``(queries, keys)`` on which a data-fitted kind not fitted yet is fitted.
+        vectors : tuple of array_like, optional
+            With a Geometry ``x``: the pair it describes (the literal method needs it).
+        mse_exact : float or None, optional
+            With a Geometry ``x``: the exact MSE already known (None: no closed
+            form), so that it is not computed again.
+
+        Returns
+        -------
+        MonteCarloResult or MonteCarloBatch
+            ``mse`` and its ``stderr`` and ``ci95``, ``mse_exact`` (None where
+            there is no closed form), ``z`` (their difference in standard
+            errors), ``bias``, and the tail diagnostic: read ``stderr`` and
+            ``z`` only where ``tail_ok``. A batch holds one result per pair.
         """
         self._fitted("monte_carlo")
+        self._check_inputs(x, population)
         m = self._size(m)
         return _mc.monte_carlo_mse(x, y, m, self.spec.with_size(m=m), trials=trials, seed=seed,
                                    backend=backend, method=method, chunk=chunk, progress=progress,
@@ -275,6 +302,11 @@ class FrozenFeatureMap:
     keywords: dict
     seed: dict
 
+    def __repr__(self):
+        return (f"FrozenFeatureMap(kind={self.map_kind!r}, ensemble={self.spec.ensemble.name!r}, "
+                f"norms={self.spec.norms.name!r}, m={self.W.shape[0]}, d={self.W.shape[1]}, "
+                f"seed={self.seed['entropy']})")
+
     def _target(self):
         return {"kernel": self.spec.kernel.name, **_kernel_values(self.spec)}
 
@@ -288,8 +320,12 @@ class FrozenFeatureMap:
         return self.features(X, "query") @ self.features(Y, "key").T
 
     def attention(self, Q, K, V, *, causal=False):
-        """Random-feature attention with this draw: :func:`rfkernels.favor_attention`'s ``AttentionResult``
-        (``.output`` of shape (L, d_v)); of the softmax kernel."""
+        """Random-feature attention with this draw: :func:`rfkernels.favor_attention`'s ``AttentionResult``.
+
+        ``.output`` has shape (L, d_v). The kernel is :math:`\\exp(q^\\top k)`
+        with no temperature: pass ``Q * d**-0.25`` and ``K * d**-0.25`` for a
+        Transformer's :math:`\\exp(q^\\top k/\\sqrt d)`.
+        """
         if self.spec.kernel_params is not None:
             raise ValueError(f"attention is of the softmax kernel; this map estimates the "
                              f"{self.spec.kernel.name} kernel")

@@ -180,3 +180,20 @@ def test_lazy_names_are_the_modules_own():
     assert rfkernels.RandomFourierFeatures is RandomFourierFeatures
     assert rfkernels.estimator is rfkernels.front.estimator
     assert {"estimator", "RandomFeatures", "RandomFourierFeatures"} <= set(rfkernels.__all__)
+
+
+def test_inputs_are_checked_against_the_estimator_and_reprs_are_short():
+    est = rfkernels.estimator("positive", ensemble="orthogonal", m=8, d=8)
+    x, y = theory.pair(4, 0.5, 0.5, 1.0)
+    for call in (lambda: est.mse(x, y), lambda: est.monte_carlo(x, y, trials=10)):
+        with pytest.raises(ValueError, match="x has d = 4 but the estimator was built with d = 8"):
+            call()
+    with pytest.raises(ValueError, match=r"call est.fit\(Q, K\) first, or pass population"):
+        rfkernels.estimator("saderf", m=4).mse(X[0], Y[0])
+    pop = rfkernels.estimator("saderf", m=4).mse(X[0], Y[0], population=(X, Y))
+    assert pop == rfkernels.estimator("saderf", m=4).fit(X, Y).mse(X[0], Y[0])
+    assert repr(est.supports).startswith("Supports(exact_mse=True, lemma2=True, theorem2=True")
+    assert repr(est.draw(0)) == ("FrozenFeatureMap(kind='positive', ensemble='orthogonal', "
+                                 "norms='chi', m=8, d=8, seed=0)")
+    assert str(est.supports.theorem2) == "supported"
+    assert "estimator" in dir(rfkernels)

@@ -274,6 +274,9 @@ class Supports:
     #: The capabilities' names, in the order they are listed.
     NAMES = ("exact_mse", "lemma2", "theorem2", "reduced", "scalar_law", "tilted", "gpu_kernel")
 
+    def __repr__(self):
+        return "Supports(" + ", ".join(f"{n}={bool(getattr(self, n))}" for n in self.NAMES) + ")"
+
     def as_dict(self):
         """``{name: None or reason}`` for every capability (None: supported)."""
         return {name: getattr(self, name).reason for name in self.NAMES}
