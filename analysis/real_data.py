@@ -43,9 +43,9 @@ Constructions (:data:`CONSTRUCTIONS`)
     ``rbf_sampler``: scikit-learn's ``RBFSampler`` itself (its exact error
     is that of offset iid features, the law it draws); ``paired_iid``,
     ``paired_orthogonal``, ``paired_simplex``: cos/sin features
-    (:class:`rfkernels.RandomFourierFeatures`, ``features="paired"``);
+    (:class:`rfkernels.RandomFourierFeatures`, ``kind="trig"``);
     ``positive_orthogonal``: FAVOR+ features of the rescaled pair
-    (``features="positive"``), whose error depends on the rows' norms.
+    (``kind="positive"``), whose error depends on the rows' norms.
 """
 
 from __future__ import annotations
@@ -75,17 +75,17 @@ ALPHA = {"digits": 1e-3, "wine": 10.0, "breast_cancer": 0.1, "diabetes": 1.0}
 #: The fixed split: test fraction and ``train_test_split``'s ``random_state``.
 TEST_SIZE = 0.25
 SPLIT_SEED = 0
-#: Construction name -> (``features``, ``ensemble``) of :class:`rfkernels.RandomFourierFeatures`
+#: Construction name -> (``kind``, ``ensemble``) of :class:`rfkernels.RandomFourierFeatures`
 #: whose law it is (``rbf_sampler``: offset iid, drawn by scikit-learn's ``RBFSampler``).
 CONSTRUCTIONS = {"rbf_sampler": ("offset", "iid"),
-                 "paired_iid": ("paired", "iid"),
-                 "paired_orthogonal": ("paired", "orthogonal"),
-                 "paired_simplex": ("paired", "simplex"),
+                 "paired_iid": ("trig", "iid"),
+                 "paired_orthogonal": ("trig", "orthogonal"),
+                 "paired_simplex": ("trig", "simplex"),
                  "positive_orthogonal": ("positive", "orthogonal")}
-#: Feature maps whose Gram estimate is bounded (each entry within [-2, 2] offset, [-1, 1] paired): the error
+#: Kinds whose Gram estimate is bounded (each entry within [-2, 2] offset, [-1, 1] trig): the error
 #: of one Gram matrix is bounded, so the mean over seeds has a normal limit and a trustworthy
 #: standard error. Positive features are unbounded (their Monte Carlo tail is heavy).
-BOUNDED = ("offset", "paired")
+BOUNDED = ("offset", "trig")
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,8 +147,8 @@ def load_real_data(name, *, rows=None, seed=0):
 
 
 def _transformer(data, construction, r, seed=None):
-    features, ensemble = CONSTRUCTIONS[construction]
-    return RandomFourierFeatures(gamma=data.gamma, n_components=int(r), features=features,
+    kind, ensemble = CONSTRUCTIONS[construction]
+    return RandomFourierFeatures(gamma=data.gamma, n_components=int(r), kind=kind,
                                  ensemble=ensemble, random_state=seed)
 
 

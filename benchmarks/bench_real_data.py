@@ -34,10 +34,10 @@ from _timing import best_of
 
 from rfkernels import RandomFourierFeatures
 
-#: (label, features, ensemble) timed by expected_mse, the first being the baseline.
-CONFIGS = [("offset iid (RBFSampler's law)", "offset", "iid"), ("paired iid", "paired", "iid"),
-           ("paired orthogonal", "paired", "orthogonal"),
-           ("paired simplex (interpolated)", "paired", "simplex"),
+#: (label, kind, ensemble) timed by expected_mse, the first being the baseline.
+CONFIGS = [("offset iid (RBFSampler's law)", "offset", "iid"), ("paired iid", "trig", "iid"),
+           ("paired orthogonal", "trig", "orthogonal"),
+           ("paired simplex (interpolated)", "trig", "simplex"),
            ("positive orthogonal", "positive", "orthogonal")]
 
 
@@ -85,8 +85,8 @@ def main(argv=None):
     print("| expected_mse | time (s) | ratio to offset iid | relative Frobenius |")
     print("|---|---:|---:|---:|")
     base = None
-    for label, features, ensemble in CONFIGS:
-        rff = RandomFourierFeatures(gamma=gamma, n_components=256, features=features,
+    for label, kind, ensemble in CONFIGS:
+        rff = RandomFourierFeatures(gamma=gamma, n_components=256, kind=kind,
                                     ensemble=ensemble, random_state=0).fit(x)
         err = rff.expected_mse(x).relative_frobenius
         t = best_of(lambda: rff.expected_mse(x), args.repeat)
@@ -96,7 +96,7 @@ def main(argv=None):
     print(f"| paired simplex, every entry direct ({args.direct_pairs} pairs, scaled) | "
           f"{per_pair * pairs:.1f} | {per_pair * pairs / base:.1f} | |")
 
-    rff = RandomFourierFeatures(gamma=gamma, features="paired", ensemble="orthogonal")
+    rff = RandomFourierFeatures(gamma=gamma, kind="trig", ensemble="orthogonal")
     r = np.arange(2, 1025, 2)
     t = best_of(lambda: rff.gram_error(x, r), args.repeat)
     print(f"\ngram_error, paired orthogonal, {r.size} output dimensions: {t:.2f} s")

@@ -7,37 +7,37 @@ from rfkernels import RandomFourierFeatures
 
 X = np.random.default_rng(4).normal(size=(30, 5))
 GAMMA = 0.15
-CASES = [(f, e) for f in ("offset", "paired") for e in ("iid", "orthogonal", "simplex")]
+CASES = [(k, e) for k in ("offset", "trig") for e in ("iid", "orthogonal", "simplex")]
 
 
-def _fitted(r, features, ensemble):
-    return RandomFourierFeatures(gamma=GAMMA, n_components=r, features=features,
+def _fitted(r, kind, ensemble):
+    return RandomFourierFeatures(gamma=GAMMA, n_components=r, kind=kind,
                                  ensemble=ensemble, random_state=0).fit(X)
 
 
-@pytest.mark.parametrize("features, ensemble", CASES)
-def test_frobenius_target_is_met_at_r_and_not_one_step_below(features, ensemble):
-    rff = RandomFourierFeatures(gamma=GAMMA, features=features, ensemble=ensemble)
-    step = 2 if features == "paired" else 1
+@pytest.mark.parametrize("kind, ensemble", CASES)
+def test_frobenius_target_is_met_at_r_and_not_one_step_below(kind, ensemble):
+    rff = RandomFourierFeatures(gamma=GAMMA, kind=kind, ensemble=ensemble)
+    step = 2 if kind == "trig" else 1
     for target in (0.2, 0.03):
         r = rff.n_components_for(X, target)
         assert r % step == 0
-        assert _fitted(r, features, ensemble).expected_mse(X).relative_frobenius <= target
+        assert _fitted(r, kind, ensemble).expected_mse(X).relative_frobenius <= target
         if r > step:
-            assert _fitted(r - step, features, ensemble).expected_mse(X).relative_frobenius > target
+            assert _fitted(r - step, kind, ensemble).expected_mse(X).relative_frobenius > target
 
 
-@pytest.mark.parametrize("features, ensemble", CASES[:2] + CASES[3:5])
-def test_quantile_target_is_met_at_r_and_not_one_step_below(features, ensemble):
-    rff = RandomFourierFeatures(gamma=GAMMA, features=features, ensemble=ensemble)
-    step = 2 if features == "paired" else 1
+@pytest.mark.parametrize("kind, ensemble", CASES[:2] + CASES[3:5])
+def test_quantile_target_is_met_at_r_and_not_one_step_below(kind, ensemble):
+    rff = RandomFourierFeatures(gamma=GAMMA, kind=kind, ensemble=ensemble)
+    step = 2 if kind == "trig" else 1
     r = rff.n_components_for(X, 2e-3, criterion="quantile", q=0.8)
-    assert np.quantile(_fitted(r, features, ensemble).expected_mse(X).entries, 0.8) <= 2e-3
-    assert np.quantile(_fitted(r - step, features, ensemble).expected_mse(X).entries, 0.8) > 2e-3
+    assert np.quantile(_fitted(r, kind, ensemble).expected_mse(X).entries, 0.8) <= 2e-3
+    assert np.quantile(_fitted(r - step, kind, ensemble).expected_mse(X).entries, 0.8) > 2e-3
 
 
 def test_monotone_in_the_target_and_gamma_scale_resolved_on_x():
-    rff = RandomFourierFeatures(gamma="scale", features="paired", ensemble="orthogonal")
+    rff = RandomFourierFeatures(gamma="scale", kind="trig", ensemble="orthogonal")
     rs = [rff.n_components_for(X, t) for t in (0.5, 0.1, 0.05, 0.01, 0.005)]
     assert rs == sorted(rs) and rs[0] < rs[-1]
     assert not hasattr(rff, "projections_")  # no fit needed, none made

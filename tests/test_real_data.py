@@ -61,11 +61,11 @@ def test_bad_names_and_degenerate_data_are_refused():
 
 @pytest.mark.parametrize("construction", list(rd.CONSTRUCTIONS))
 def test_exact_gram_error_is_the_expected_mse_of_a_fit(wine, construction):
-    features, ensemble = rd.CONSTRUCTIONS[construction]
+    kind, ensemble = rd.CONSTRUCTIONS[construction]
     r = np.array([8, 26, 64])
     got = rd.exact_gram_error(wine, construction, r)
     for ri, gi in zip(r, got):
-        rff = RandomFourierFeatures(gamma=wine.gamma, n_components=int(ri), features=features,
+        rff = RandomFourierFeatures(gamma=wine.gamma, n_components=int(ri), kind=kind,
                                     ensemble=ensemble, random_state=0).fit(wine.x_train)
         assert gi == pytest.approx(rff.expected_mse(wine.x_train).relative_frobenius, rel=1e-10)
 
