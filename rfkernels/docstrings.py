@@ -22,6 +22,11 @@ kind : str
     ``'positive'`` (FAVOR+), ``'hyperbolic'``, ``'oprf'``, ``'offset'`` and
     the dense-exponential family ``'derf'``, ``'saderf'``, ``'aderf'``,
     ``'sderf'``; an unknown name raises ValueError listing the valid ones.""",
+    "kind_or_spec": """\
+kind : str or rfkernels.estimators.Estimator
+    A registered kind (``rfkernels.KINDS``), or a validated Estimator
+    (``rfkernels.estimator(...).spec``), which carries its own ensemble,
+    norms, kernel and parameters: leave those out.""",
     "ensemble": """\
 ensemble : str, default 'iid'
     A registered projection ensemble (``rfkernels.ENSEMBLES``): iid

@@ -305,15 +305,9 @@ class RandomFourierFeatures(BaseRandomFeatures):
         The offsets :math:`b_i \sim U[0, 2\pi)` (``kind="offset"``; None otherwise).
     gamma_ : float
         The gamma in use (``"scale"`` resolved on the training X).
-    kind_, ensemble_, norms_ : str
-        What was fitted (parameters changed by ``set_params`` take effect
-        at the next :meth:`fit`).
     A_ : float or None
         The OPRF parameter in use, of the scaled inputs (None for the other kinds).
-    n_features_in_ : int
-        Number of features seen during :meth:`fit`.
-    feature_names_in_ : ndarray of shape (d,)
-        Column names seen during :meth:`fit`, when X had string column names.
+    %(fitted)s
 
     See Also
     --------

@@ -32,6 +32,7 @@ from .estimators import estimator, registry
 from .features import estimate, feature_map, mapped_kinds
 from .projections import draw_phases, draw_projections
 from .theory import exact_mse, geometry, kernel_log_value, pairs_in_blocks
+from .docstrings import fill
 from .validation import (check_choice, check_finite, check_int, check_int_array, check_memory,
                          check_seed)
 
@@ -265,6 +266,17 @@ def _first_m_quantile(v, c, d, ensemble, target, q):
 # ---------------------------------------------------------------------------
 
 
+#: The fitted attributes every transformer has (``%(fitted)s`` in their docstrings).
+FITTED_TEXT = """\
+kind_, ensemble_, norms_ : str
+    What was fitted (parameters changed by ``set_params`` take effect at
+    the next :meth:`fit`).
+n_features_in_ : int
+    Number of features seen during :meth:`fit`.
+feature_names_in_ : ndarray of shape (d,)
+    Column names seen during :meth:`fit`, when X had string column names."""
+
+
 def parameter_texts(*, kind, n_components, ensemble):
     """The transformers' parameter entries for :func:`rfkernels.docstrings.fill`, with a class's defaults.
 
@@ -273,6 +285,7 @@ def parameter_texts(*, kind, n_components, ensemble):
     is the shared text.
     """
     return {
+        "fitted": FITTED_TEXT,
         "kind": f"""\
 kind : str, default {kind!r}
     A registered kind with one literal feature map
@@ -310,6 +323,7 @@ A : float or "auto", optional
 # ---------------------------------------------------------------------------
 
 
+@fill(fitted=FITTED_TEXT)
 class BaseRandomFeatures(TransformerMixin, BaseEstimator):
     r"""Random features of a target kernel as a scikit-learn transformer, with their exact error.
 
@@ -324,18 +338,12 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
     projections_ : ndarray of shape (m, d)
         The projections drawn by :meth:`fit` (in the coordinates of the
         softmax kernel: those of the scaled inputs for a rescaled target).
-    kind_, ensemble_, norms_ : str
-        What was fitted (parameters changed by ``set_params`` take effect at
-        the next :meth:`fit`).
     A_ : float or None
         The OPRF parameter in use (None for the other kinds).
     random_offset_ : ndarray of shape (m,) or None
-        The phases :math:`b_i \sim U[0, 2\pi)` of ``kind="offset"``
-        (:func:`rfkernels.draw_phases`); None for the other kinds.
-    n_features_in_ : int
-        Number of features seen during :meth:`fit`.
-    feature_names_in_ : ndarray of shape (d,)
-        Column names seen during :meth:`fit`, when X had string column names.
+        The phases of ``kind="offset"`` (:func:`rfkernels.draw_phases`); None
+        for the other kinds.
+    %(fitted)s
     """
 
     #: The registered target kernel (:func:`rfkernels.estimators.registry.names` ``("kernel")``).

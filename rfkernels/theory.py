@@ -458,12 +458,7 @@ def _folded(geom, log_factor, est):
     return geom._replace(half_sq=half_sq, s=4.0 * half_sq - geom.t), 0.0
 
 
-@fill(kind="""\
-kind : str or rfkernels.estimators.Estimator
-    A registered kind with an exact theory (``rfkernels.KINDS``;
-    :func:`no_closed_form_reason` says why one has none), or a validated
-    Estimator (``rfkernels.estimator(...).spec``), which carries its own
-    ensemble, norms, kernel and parameters: leave those out.""",
+@fill(
     m="""\
 m : int or array_like of int
     Number of projections, broadcast against the batch; orthogonal and
@@ -493,7 +488,8 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
         The pair(s) of inputs, broadcast together; or ``x`` a
         :class:`Geometry` (of a batch of pairs) and ``y`` None.
     %(m)s
-    %(kind)s
+    %(kind_or_spec)s
+        :func:`no_closed_form_reason` says why a choice has no closed form.
     %(ensemble)s
     %(norms)s
     %(A)s

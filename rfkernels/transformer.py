@@ -55,16 +55,10 @@ class RandomFeatures(BaseRandomFeatures):
         The projections drawn by :meth:`fit`.
     A_ : float or None
         The OPRF parameter in use (None for the other kinds).
-    kind_, ensemble_, norms_ : str
-        What was fitted (parameters changed by ``set_params`` take effect
-        at the next :meth:`fit`).
     random_offset_ : ndarray of shape (m,) or None
         The phases :math:`b_i \sim U[0, 2\pi)` of ``kind="offset"``
         (:func:`rfkernels.draw_phases`); None for the other kinds.
-    n_features_in_ : int
-        Number of features seen during :meth:`fit`.
-    feature_names_in_ : ndarray of shape (d,)
-        Column names seen during :meth:`fit`, when X had string column names.
+    %(fitted)s
 
     See Also
     --------

@@ -296,10 +296,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
         returned), or ``x`` the :class:`rfkernels.theory.Geometry` of one
         pair and ``y`` None (the reduced method needs nothing else).
     %(m)s
-    kind : str or rfkernels.estimators.Estimator
-        A registered kind (``rfkernels.KINDS``), or a validated Estimator
-        (``rfkernels.estimator(...).spec``), which carries its own ensemble,
-        norms, kernel and parameters: leave those out.
+    %(kind_or_spec)s
     %(ensemble)s
     %(trials)s
     %(seed)s
