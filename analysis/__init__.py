@@ -83,4 +83,4 @@ __all__ = [
 def __getattr__(name):  # the deprecated Monte Carlo entry points (CHANGELOG.md)
     from . import monte_carlo
 
-    return getattr(monte_carlo.mse, name)
+    return monte_carlo.mse.deprecated(name, __name__)

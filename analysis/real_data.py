@@ -56,10 +56,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfkernels import RandomFourierFeatures
+from rfkernels.estimators import registry
 
 __all__ = ["ALPHA", "ALPHAS", "BOUNDED", "CONSTRUCTIONS", "DATASETS", "RealData", "SPLIT_SEED",
            "TEST_SIZE", "agreement", "cv_alpha", "downstream_scores", "exact_gram_error",
-           "exact_kernel_score", "features_of", "gram_error_sample", "load_real_data",
+           "exact_kernel_score", "features_of", "gram_error_sample", "is_bounded", "load_real_data",
            "median_gamma", "ridge_predict"]
 
 #: Data set name -> (scikit-learn loader, task).
@@ -82,10 +83,17 @@ CONSTRUCTIONS = {"rbf_sampler": ("offset", "iid"),
                  "paired_orthogonal": ("trig", "orthogonal"),
                  "paired_simplex": ("trig", "simplex"),
                  "positive_orthogonal": ("positive", "orthogonal")}
-#: Kinds whose Gram estimate is bounded (each entry within [-2, 2] offset, [-1, 1] trig): the error
-#: of one Gram matrix is bounded, so the mean over seeds has a normal limit and a trustworthy
-#: standard error. Positive features are unbounded (their Monte Carlo tail is heavy).
-BOUNDED = ("offset", "trig")
+#: Kinds whose Gram estimate is bounded (each entry within [-2, 2] offset, [-1, 1] trig),
+#: asked of the registry (the feature map's ``bounded``): the error of one Gram matrix is
+#: bounded, so the mean over seeds has a normal limit and a trustworthy standard error.
+#: Positive features are unbounded (their Monte Carlo tail is heavy).
+BOUNDED = tuple(k.name for k in registry.entries("kind")
+                if k.feature_map is not None and k.feature_map.bounded)
+
+
+def is_bounded(construction):
+    """Whether a construction's Gram estimate is bounded (its kind's feature map says)."""
+    return registry.entry("kind", CONSTRUCTIONS[construction][0]).feature_map.bounded
 
 
 @dataclass(frozen=True, eq=False)

@@ -81,7 +81,7 @@ def _points(data, construction, exact, seeds):
                    "mse_mc": mean, "stderr": se, "ci_low": float(mean - lower),
                    "ci_high": float(mean + upper), "ci_geometric": bool(geometric),
                    "mse_exact": exact[r], "z": (mean - exact[r]) / se if se > 0 else float("nan"),
-                   "tail_ok": rd.CONSTRUCTIONS[construction][0] in rd.BOUNDED,
+                   "tail_ok": rd.is_bounded(construction),
                    "proposal": "plain"})
     return mc, down
 

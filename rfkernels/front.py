@@ -39,7 +39,7 @@ import numpy as np
 from .analysis import monte_carlo as _mc
 from .attention import favor_attention
 from .docstrings import fill
-from .estimators import Estimator, estimator as _spec_of
+from .estimators import Estimator, estimator as _spec_of, registry
 from .features import feature_map
 from .pairs import check_map_param, fit_map_param
 from .projections import draw_phases, draw_projections
@@ -86,13 +86,17 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", gamma=None
 
 
 def _auto_param(kind, params):
-    """The name of the kind's map parameter given as ``'auto'`` (fitted by ``fit``), popped; or None."""
-    for name, value in list(params.items()):
-        if isinstance(value, str):
-            check_map_param(kind, value)  # 'auto' where the kind's map fits it; refused otherwise
-            params.pop(name)
-            return name
-    return None
+    """The name of the kind's map parameter given as a string (``'auto'``, fitted by ``fit``), popped.
+
+    Only the parameter the kind's feature map fits on data takes a string
+    (its check refuses any other); None where there is none.
+    """
+    param = getattr(registry.entry("kind", kind).feature_map, "param", None)
+    if param is None or not isinstance(params.get(param.name), str):
+        return None
+    check_map_param(kind, params[param.name])  # 'auto', or the map's own refusal
+    params.pop(param.name)
+    return param.name
 
 
 @dataclass(frozen=True)
@@ -153,9 +157,12 @@ class FrozenEstimator:
         estimator refuses (there is nothing to fit).
         """
         if not self.needs_fit:
-            raise ValueError(f"kind={self.kind!r} has nothing to fit on data (fit is for the "
-                             "data-fitted kinds and A='auto')")
+            what = "is fitted already" if self.spec.kind.population else "has nothing to fit on data"
+            raise ValueError(f"kind={self.kind!r} {what} (fit is for the data-fitted kinds and "
+                             "A='auto', once)")
         q, k = check_matrix(Q, "Q"), check_matrix(K, "K")
+        if self.d is not None and q.shape[1] != self.d:
+            raise ValueError(f"Q has d = {q.shape[1]} but the estimator was built with d = {self.d}")
         spec = self.spec.with_size(d=q.shape[1])
         if self.auto:
             c = spec.scale
@@ -169,8 +176,9 @@ class FrozenEstimator:
 
     def _fitted(self, what):
         if self.auto:
+            per_pair = "" if what == "draw" else f" (or leave {self.auto} out for each pair's optimum)"
             raise ValueError(f"{self.auto}='auto' is fitted on data: call est.fit(Q, K) before "
-                             f"{what} (or leave {self.auto} out for each pair's optimum)")
+                             f"{what}{per_pair}")
 
     # -- theory and Monte Carlo -----------------------------------------------
 
@@ -182,22 +190,24 @@ class FrozenEstimator:
 
     def _check_inputs(self, x, population):
         """The inputs' d against the estimator's; a data-fitted kind fitted or given its population."""
-        d = int(x.d) if isinstance(x, Geometry) and np.ndim(x.d) == 0 else (
-            None if isinstance(x, Geometry) else np.shape(x)[-1] if np.ndim(x) else None)
-        if self.d is not None and d is not None and d != self.d:
-            raise ValueError(f"x has d = {d} but the estimator was built with d = {self.d}")
+        given = np.unique(np.asarray(x.d)) if isinstance(x, Geometry) else (
+            np.shape(x)[-1:] if np.ndim(x) else ())
+        wrong = [int(v) for v in given if v != self.d]
+        if self.d is not None and wrong:
+            raise ValueError(f"x has d = {wrong[0]} but the estimator was built with d = {self.d}")
         if self.spec.needs_fit and population is None:
             raise ValueError(f"kind={self.kind!r} is fitted on data: call est.fit(Q, K) first, or "
                              "pass population=(queries, keys)")
 
-    def mse(self, x, y=None, *, m=None, log=False, population=None):
+    def mse(self, x, y=None, *, m=None, log=False, population=None, vectors=None):
         """The exact MSE at the pair(s) ``(x, y)`` (arrays ``(..., d)``) or at a ``Geometry`` ``x``.
 
         :func:`rfkernels.theory.exact_mse` of this estimator: ``m`` defaults
         to the estimator's (an array of m broadcasts), ``log=True`` gives
         the natural log (finite beyond float64), ``population`` fits a
-        data-fitted kind not fitted yet. Refuses with the reason
-        (``supports.exact_mse``) where there is no closed form.
+        data-fitted kind not fitted yet, ``vectors`` the pairs of a Geometry
+        ``x`` (the kinds whose MSE depends on the vectors need them). Refuses
+        with the reason (``supports.exact_mse``) where there is no closed form.
         """
         self._fitted("mse")
         self._check_inputs(x, population)
@@ -205,7 +215,8 @@ class FrozenEstimator:
         if isinstance(x, Geometry):
             if y is not None:
                 raise ValueError("y must be None when x is a theory.Geometry (it holds the pairs)")
-        return exact_mse(x, y, m, self._spec_for(m), log=log, population=population)
+        return exact_mse(x, y, m, self._spec_for(m), log=log, population=population,
+                         vectors=vectors)
 
     def _spec_for(self, m):
         """The spec the theory and Monte Carlo take (m given per call: the spec's is left out)."""
@@ -223,7 +234,11 @@ class FrozenEstimator:
 
         Parameters
         ----------
+        x, y : array_like of shape (d,) or (n, d), or a Geometry and None
+            One pair, a batch of pairs, or one pair's geometry.
         %(trials)s
+        m : int, optional
+            Projections; default the estimator's.
         %(seed)s
         %(backend)s
         %(method)s
@@ -258,6 +273,7 @@ class FrozenEstimator:
                         start=0, population=None):
         """The per-trial estimates :meth:`monte_carlo` averages over (plain proposal), one pair."""
         self._fitted("trial_estimates")
+        self._check_inputs(x, population)
         m = self._size(m)
         return _mc.trial_estimates(x, y, m, self.spec.with_size(m=m), trials=trials, seed=seed,
                                    backend=backend, method=method, start=start,
@@ -270,19 +286,24 @@ class FrozenEstimator:
 
         The projections are ``draw_projections(m, d, ensemble=..., norms=...,
         seed=seed)``; a kind with phases (``'offset'``) draws them next from
-        the same generator. Needs m and d, and a fitted estimator where the
-        kind is fitted on data.
+        the same generator. ``seed`` is any seed ``draw_projections`` takes:
+        a Generator is drawn from as given (advancing it, and recorded as
+        such), anything else through a SeedSequence recorded in the map.
+        Needs m and d, and a fitted estimator where the kind is fitted on data.
         """
         self._fitted("draw")
         if self.m is None or self.d is None:
             raise ValueError("draw needs m and d: build the estimator with m= and d= (or est.at(m=, d=))")
         kind, keywords = self.spec.map_arguments()
-        seq = seed_sequence(seed)
-        rng = check_seed(seq)
+        if isinstance(seed, np.random.Generator):  # drawn from as given, as draw_projections does
+            rng, record = seed, {"entropy": None, "spawn_key": []}
+        else:
+            seq = seed_sequence(seed)
+            rng = check_seed(seq)
+            record = {"entropy": str(seq.entropy), "spawn_key": list(seq.spawn_key)}
         W = draw_projections(self.m, self.d, ensemble=self.ensemble, norms=self.norms, seed=rng)
         phases = draw_phases(self.m, seed=rng) if self.spec.kind.feature_map.needs_phase else None
-        return FrozenFeatureMap(self.spec, kind, W, phases, keywords,
-                                {"entropy": str(seq.entropy), "spawn_key": list(seq.spawn_key)})
+        return FrozenFeatureMap(self.spec, kind, W, phases, keywords, record)
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,8 +351,8 @@ class FrozenFeatureMap:
             raise ValueError(f"attention is of the softmax kernel; this map estimates the "
                              f"{self.spec.kernel.name} kernel")
         if self.phases is not None:
-            raise ValueError(self.spec.kind.feature_map.attention_reason
-                             or f"kind={self.spec.kind.name!r} has no attention")
+            raise ValueError(f"attention does not take kind={self.spec.kind.name!r}: "
+                             f"{self.spec.kind.feature_map.attention_reason}")
         return favor_attention(Q, K, V, self.W, self.map_kind, causal=causal, **self.keywords)
 
     def to_dict(self):
@@ -353,6 +374,9 @@ class FrozenFeatureMap:
     @classmethod
     def load(cls, path):
         """The draw written by :meth:`save`; its estimator is rebuilt from the map's kind and parameters."""
+        path = str(path)
+        if not path.endswith(".npz"):  # np.savez appends it
+            path += ".npz"
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             arrays = {k: f[k] for k in f.files if k != "meta"}

@@ -479,8 +479,8 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
               gamma=None, B_query=None, B_key=None, population=None, vectors=None):
     r"""Exact MSE of an estimator: every kind, ensemble and norm law with a closed form.
 
-    The one exact-MSE function; :meth:`rfkernels.estimator` 's ``mse`` calls
-    it with its validated estimator.
+    The one exact-MSE function; the ``mse`` of :func:`rfkernels.estimator`'s
+    frozen value calls it with its validated estimator.
 
     Parameters
     ----------
@@ -569,7 +569,7 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
         geom = _checked_geometry(x)
         d = None
         if vectors is not None:
-            vectors = tuple(np.asarray(v, dtype=np.float64) for v in vectors)
+            vectors = _vectors_of(geom, vectors)
     else:
         if y is None:
             raise TypeError("y is None: then x must be a theory.Geometry (d, half_sq, s, t) of the "
@@ -584,6 +584,22 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
     rows = (None, None) if vectors is None else vectors
     est = fit_population(est, *rows, population)
     return _exact(geom, m, est, log, vectors)
+
+
+def _vectors_of(geom, vectors):
+    """``vectors`` as float64 arrays, checked to be the pairs whose geometry ``geom`` is."""
+    if not isinstance(vectors, (tuple, list)) or len(vectors) != 2:
+        raise ValueError("vectors must be the pair (x, y) of arrays the geometry is of")
+    x, y = np.broadcast_arrays(*(check_vectors(v, n) for v, n in zip(vectors, ("vectors[0]",
+                                                                            "vectors[1]"))))
+    got = geometry(x, y)
+    same = all(np.allclose(a, b, rtol=1e-12, atol=0.0) for a, b in zip(
+        np.broadcast_arrays(got.d, got.half_sq, got.s, got.t),
+        np.broadcast_arrays(geom.d, geom.half_sq, geom.s, geom.t)))
+    if not same:
+        raise ValueError("vectors=(x, y) do not have the given geometry (d, |x|^2 + |y|^2, "
+                         "|x+y|^2, |x-y|^2 differ): pass theory.geometry(x, y) with its vectors")
+    return x, y
 
 
 def _derf_d(kind, x):
@@ -607,7 +623,7 @@ def fit_population(est, x, y, population=None):
     if population is None:
         if x is None:
             raise ValueError(f"kind={est.kind.name!r} is fitted on data: pass population=(queries, "
-                             "keys) with a geometry")
+                             "keys), or the pairs x, y themselves")
         population = (x, y)
     elif not isinstance(population, (tuple, list)) or len(population) != 2:
         raise ValueError("population must be a pair (queries, keys) of (n, d) arrays")

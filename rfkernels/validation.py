@@ -258,17 +258,20 @@ def check_memory(nbytes, what, fraction=0.8):
     return nbytes
 
 
-def renamed(module, aliases, name):
+def renamed(module, aliases, name, stacklevel=3):
     """A deprecated module attribute's value (a module ``__getattr__``'s body), with its warning.
 
     ``aliases`` maps an old name to ``(new, value)``: where it lives now (for
     the message) and a callable giving its value; any other name raises
-    AttributeError as a module would. Listed in ``CHANGELOG.md``.
+    AttributeError as a module would. ``stacklevel`` points the warning at
+    the user's line (3: a module ``__getattr__`` calling this directly).
+    Listed in ``CHANGELOG.md``.
     """
     if name not in aliases:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     new, value = aliases[name]
     import warnings
 
-    warnings.warn(f"{module}.{name} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+    warnings.warn(f"{module}.{name} is deprecated; use {new}", DeprecationWarning,
+                  stacklevel=stacklevel)
     return value()

@@ -197,3 +197,44 @@ def test_inputs_are_checked_against_the_estimator_and_reprs_are_short():
                                  "norms='chi', m=8, d=8, seed=0)")
     assert str(est.supports.theorem2) == "supported"
     assert "estimator" in dir(rfkernels)
+
+
+def test_review_edges_refused_or_kept(tmp_path):
+    """Edges a review found: string parameters, d of a geometry batch, vectors of a geometry,
+    a Generator seed, load without the suffix, fit twice."""
+    with pytest.raises(ValueError, match="foo is not a parameter of any kind or kernel"):
+        rfkernels.estimator("oprf", foo="auto", m=8, d=8)
+    with pytest.raises(ValueError, match="B_query is the parameter of kind='derf' only"):
+        rfkernels.estimator("oprf", B_query="auto", m=8, d=8)
+    est = rfkernels.estimator("positive", m=5, d=4)
+    with pytest.raises(ValueError, match="x has d = 8 but the estimator was built with d = 4"):
+        est.mse(theory.geometry(X, Y))
+    with pytest.raises(ValueError, match="Q has d = 8 but the estimator was built with d = 4"):
+        rfkernels.estimator("saderf", m=5, d=4).fit(X, Y)
+    fitted = rfkernels.estimator("saderf", m=5).fit(X, Y)
+    with pytest.raises(ValueError, match="is fitted already"):
+        fitted.fit(X, Y)
+    g = theory.geometry(X, Y)
+    assert np.array_equal(fitted.mse(g, vectors=(X, Y)), fitted.mse(X, Y))
+    with pytest.raises(ValueError, match="do not have the given geometry"):
+        fitted.mse(g, vectors=(X[::-1], Y[::-1]))
+    g1, g2 = np.random.default_rng(5), np.random.default_rng(5)
+    fmap = rfkernels.estimator("positive", m=4, d=8).draw(g1)
+    assert np.array_equal(fmap.W, draw_projections(4, 8, seed=g2))
+    fmap.save(tmp_path / "w")
+    assert np.array_equal(FrozenFeatureMap.load(tmp_path / "w").W, fmap.W)
+    with pytest.raises(ValueError, match="attention does not take kind='offset'"):
+        rfkernels.estimator("offset", m=4, d=8).draw(0).attention(X, Y, V)
+
+
+def test_deprecation_warnings_point_at_the_callers_line():
+    import rfkernels.analysis as analysis
+
+    for owner, name in ((analysis, "monte_carlo_mse_batch"), (theory, "exact_mse_from_geometry"),
+                        (analysis.monte_carlo, "monte_carlo_mse_from_geometry")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(owner, name)
+        assert caught[0].filename == __file__ and f"{owner.__name__}.{name}" in str(caught[0].message)
+    with pytest.raises(AttributeError):
+        analysis._setup  # the forwarding serves the deprecated names only

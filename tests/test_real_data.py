@@ -139,7 +139,7 @@ def test_monte_carlo_gram_errors_agree_with_the_exact_ones(quick):
     rows = quick["monte_carlo"]
     assert len(rows) == len(rd.DATASETS) * len(rd.CONSTRUCTIONS) * len(fig.R_MC)
     for p in rows:
-        bounded = rd.CONSTRUCTIONS[p["construction"]][0] in rd.BOUNDED
+        bounded = rd.is_bounded(p["construction"])
         assert p["tail_ok"] is bounded and p["trials"] == fig.SEEDS
         if bounded:
             assert abs(p["z"]) < 4, p

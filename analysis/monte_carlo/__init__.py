@@ -83,4 +83,4 @@ __all__ = list(mse.__all__)
 
 
 def __getattr__(name):  # the deprecated entry points (CHANGELOG.md)
-    return getattr(mse, name)
+    return mse.deprecated(name, __name__)

@@ -298,6 +298,7 @@ def monte_carlo_mse(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=
     %(m)s
     %(kind_or_spec)s
     %(ensemble)s
+    %(norms)s
     %(trials)s
     %(seed)s
     %(backend)s
@@ -456,8 +457,18 @@ _RENAMED = {
 }
 
 
+def deprecated(name, module=__name__):
+    """A deprecated entry point's value, warning at the caller of the module's ``__getattr__``.
+
+    The packages that re-export this module's names (``rfkernels.analysis``,
+    ``rfkernels.analysis.monte_carlo``) forward their own ``__getattr__``
+    here with their name, so the warning names what the user wrote.
+    """
+    return renamed(module, _RENAMED, name, stacklevel=4)
+
+
 def __getattr__(name):
-    return renamed(__name__, _RENAMED, name)
+    return deprecated(name)
 
 
 def trial_estimates(x, y, m, kind, *, ensemble="iid", norms="chi", trials, seed=0,

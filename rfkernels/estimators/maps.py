@@ -81,6 +81,8 @@ class ExponentialMap:
 
     #: Features are >= 0 (sum normalisation and log-sum-exp apply).
     nonnegative = True
+    #: Each term of the estimate is bounded (|cos| <= 1): its squared errors have every moment.
+    bounded = False
     #: One map serves queries and keys.
     two_roles = False
     #: The kind's features need no phases.
@@ -152,6 +154,8 @@ class SignedMap:
 
     #: Features can be negative (no sum normalisation; the log estimate carries a sign).
     nonnegative = False
+    #: Each term of the estimate is bounded (|cos| <= 1): its squared errors have every moment.
+    bounded = True
     #: One map serves queries and keys.
     two_roles = False
 
@@ -213,6 +217,8 @@ class PairMap:
 
     #: Features are >= 0.
     nonnegative = True
+    #: Each term of the estimate is bounded (|cos| <= 1): its squared errors have every moment.
+    bounded = False
     #: A query map and a key map.
     two_roles = True
     #: The kind's features need no phases.

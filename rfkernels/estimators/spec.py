@@ -290,7 +290,10 @@ def refuse_parameter(name, value, kind, kernel="softmax"):
     """Raise the one error for a parameter ``name`` given to a ``kind`` (and ``kernel``) that does not take it."""
     owners = [f"kind={k.name!r}" for k in registry.entries("kind") if name in k.param_names]
     owners += [f"kernel={t.name!r}" for t in registry.entries("kernel") if name in t.param_names]
-    owner = " or ".join(owners) or "no kind"
+    if not owners:
+        raise ValueError(f"{name} is not a parameter of any kind or kernel; got {name}="
+                         f"{value!r} with kind={kind!r}")
+    owner = " or ".join(owners)
     if getattr(value, "ndim", 0):  # an array: its shape, not its entries
         value = f"<array of shape {value.shape}>"
     given = f"kernel={kernel!r}" if any(o.startswith("kernel=") for o in owners) else f"kind={kind!r}"
@@ -355,8 +358,8 @@ def as_estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None,
     The one rule of the entry points that take either a kind's name with
     its choices or a validated Estimator: an Estimator carries its own
     ensemble, norms, kernel and parameters, so those must be left out
-    (ValueError naming them otherwise); ``m`` and ``d`` are the caller's
-    sizes, checked against it where given.
+    (ValueError naming them otherwise); ``m`` is the caller's (it replaces
+    the Estimator's), ``d`` must agree with the Estimator's where both are known.
     """
     if not isinstance(kind, Estimator):
         return estimator(kind, ensemble=ensemble, norms=norms, kernel=kernel, m=m, d=d,
@@ -368,6 +371,8 @@ def as_estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None,
         own = ", ".join([*LEFT_OUT, *values])
         raise ValueError(f"kind is an Estimator: its {own} are its own; leave out "
                          f"{', '.join(given)}")
+    if d is not None and kind.d is not None and d != kind.d:
+        raise ValueError(f"the inputs have d = {d} but the Estimator has d = {kind.d}")
     return kind if m is None and d is None else kind.with_size(m=m, d=d)
 
 
