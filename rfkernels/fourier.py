@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import math
+import inspect
 import warnings
 
 import numpy as np
@@ -423,7 +424,12 @@ class RandomFourierFeatures(BaseRandomFeatures):
         warnings.warn("RandomFourierFeatures' features is deprecated; use kind (features='paired' "
                       "is kind='trig'; 'offset' and 'positive' keep their names)",
                       DeprecationWarning, stacklevel=4)
-        return features_kind(self.features), f"features={self.features!r}"
+        kind = features_kind(self.features)
+        default = inspect.signature(type(self).__init__).parameters["kind"].default
+        if not (isinstance(self.kind, str) and self.kind in (default, kind)):  # left alone, or agreeing
+            raise ValueError(f"features={self.features!r} (deprecated) and kind={self.kind!r} "
+                             "disagree: give kind only")
+        return kind, f"features={self.features!r}"
 
     def _pair_errors(self, x, y, m, est):
         """``(mse, t)`` from the squared distances (:func:`_entries`)."""

@@ -106,9 +106,9 @@ def test_deprecated_features_warns_and_gives_the_same_bits(features, ensemble):
             assert old.n_components_for(X, 0.2) == new.n_components_for(X, 0.2)
 
 
-def test_features_given_overrides_kind():
+def test_features_given_overrides_the_default_kind():
     with pytest.warns(DeprecationWarning, match="'paired' is kind='trig'"):
-        rff = RandomFourierFeatures(4, 8, kind="positive", features="paired", random_state=0).fit(X)
+        rff = RandomFourierFeatures(4, 8, features="paired", random_state=0).fit(X)
     assert rff.kind_ == "trig" and rff.transform(X).shape == (14, 8)
 
 
@@ -160,3 +160,17 @@ def test_the_two_kernels_are_one_rescaling(kind):
     np.testing.assert_allclose(rff.expected_mse(X).entries,
                                np.outer(factor, factor) ** 2 * rf.expected_mse(c * X).entries,
                                rtol=1e-10, atol=1e-300)
+
+
+def test_features_and_a_different_kind_are_refused():
+    import numpy as np
+    import pytest
+
+    from rfkernels import RandomFourierFeatures
+
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    with pytest.raises(ValueError, match="features='paired' .deprecated. and kind='positive' disagree"):
+        with pytest.warns(DeprecationWarning):
+            RandomFourierFeatures(features="paired", kind="positive").fit(X)
+    with pytest.warns(DeprecationWarning, match="features is deprecated"):
+        assert RandomFourierFeatures(features="paired", kind="trig").fit(X).kind_ == "trig"
