@@ -726,7 +726,7 @@ _RENAMED = {
     "NORMS": ("rfkernels.NORMS", lambda: registry.names("norms")),
     "PAPER_KINDS": ("rfkernels.PAPER_KINDS",
                     lambda: tuple(k.name for k in registry.entries("kind") if k.paper)),
-    # issue 36: one exact-MSE function (its Geometry form and log= cover these)
+    # one exact-MSE function: its Geometry form and log= cover these
     "exact_mse_from_geometry": ("rfkernels.theory.exact_mse(geom, None, m, kind, ...)",
                                 lambda: _exact_mse_from_geometry),
     "log_exact_mse": ("rfkernels.theory.exact_mse(..., log=True)", lambda: _log_exact_mse),

@@ -448,7 +448,7 @@ def _geometry_alias(geometry, m, kind, **options):
     return monte_carlo_mse(geometry, None, m, kind, **options)
 
 
-#: Names this module no longer holds as entry points (``CHANGELOG.md``, issue 36).
+#: Names this module no longer holds as entry points (``CHANGELOG.md``).
 _RENAMED = {
     "monte_carlo_mse_batch": ("rfkernels.analysis.monte_carlo_mse(X, Y, ...) with (n, d) arrays",
                               lambda: _batch_alias),

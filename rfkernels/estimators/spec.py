@@ -282,7 +282,7 @@ class Supports:
         return {name: getattr(self, name).reason for name in self.NAMES}
 
 
-for _name in Supports.NAMES:  # the old attribute names (CHANGELOG.md, issue 36)
+for _name in Supports.NAMES:  # the old attribute names, deprecated (CHANGELOG.md)
     setattr(Estimator, _name, _deprecated_capability(_name))
 
 
