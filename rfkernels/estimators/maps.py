@@ -81,7 +81,7 @@ class ExponentialMap:
 
     #: Features are >= 0 (sum normalisation and log-sum-exp apply).
     nonnegative = True
-    #: Each term of the estimate is bounded (|cos| <= 1): its squared errors have every moment.
+    #: Each term of the estimate is bounded (a cosine): its squared errors have every moment.
     bounded = False
     #: One map serves queries and keys.
     two_roles = False
@@ -154,7 +154,7 @@ class SignedMap:
 
     #: Features can be negative (no sum normalisation; the log estimate carries a sign).
     nonnegative = False
-    #: Each term of the estimate is bounded (|cos| <= 1): its squared errors have every moment.
+    #: Each term of the estimate is bounded (a cosine): its squared errors have every moment.
     bounded = True
     #: One map serves queries and keys.
     two_roles = False
@@ -217,7 +217,7 @@ class PairMap:
 
     #: Features are >= 0.
     nonnegative = True
-    #: Each term of the estimate is bounded (|cos| <= 1): its squared errors have every moment.
+    #: Each term of the estimate is bounded (a cosine): its squared errors have every moment.
     bounded = False
     #: A query map and a key map.
     two_roles = True
