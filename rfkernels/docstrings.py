@@ -77,9 +77,10 @@ seed : None, int >= 0, numpy.random.SeedSequence or numpy.random.Generator, defa
     Root of all randomness, recorded in the result; the same seed gives the
     same estimates on every backend.""",
     "backend": """\
-backend : {'numpy', 'numba', 'cupy'}, default 'numpy'
+backend : {'numpy', 'numba', 'cupy', 'auto'}, default 'numpy'
     Where the trials run; ``'cupy'`` needs the ``gpu`` extra and a CUDA
-    device.""",
+    device; ``'auto'``: NumPy for a small run (no kernel to compile),
+    Numba otherwise. The same estimates on every backend.""",
     "method": """\
 method : {'reduced', 'literal'}, default 'reduced'
     ``'reduced'`` draws only the m scalar projections an estimate depends

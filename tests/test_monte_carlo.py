@@ -590,3 +590,21 @@ def test_one_monte_carlo_function_the_old_names_warn_and_agree():
     assert old.mse == one.mse
     with pytest.raises(ValueError, match="vectors and mse_exact go with a theory.Geometry"):
         monte_carlo_mse(x[0], y[0], 4, "positive", trials=10, mse_exact=1.0)
+
+
+def test_auto_backend_runs_small_runs_on_numpy_with_the_same_bits():
+    """backend='auto': NumPy up to AUTO_NUMPY_WORK trial terms (nothing to compile), Numba
+    above; the estimates are the same either way, so only the time changes."""
+    from rfkernels.analysis.monte_carlo import AUTO_NUMPY_WORK, auto_backend
+
+    x, y = theory.pair(16, 1.0, 1.0, 2.0)
+    small = monte_carlo_mse(x, y, 8, "positive", ensemble="orthogonal", trials=20_000, seed=4,
+                            backend="auto")
+    assert small.backend == "numpy"
+    same = monte_carlo_mse(x, y, 8, "positive", ensemble="orthogonal", trials=20_000, seed=4,
+                           backend="numba")
+    assert (small.mse, small.stderr, small.z) == (same.mse, same.stderr, same.z)
+    assert auto_backend("auto", AUTO_NUMPY_WORK // 8, 8) == "numpy"
+    assert auto_backend("auto", AUTO_NUMPY_WORK // 8 + 1, 8) == "numba"
+    assert auto_backend("auto", 1000, 8, pairs=AUTO_NUMPY_WORK) == "numba"
+    assert auto_backend("cupy", 10, 1) == "cupy"

@@ -58,7 +58,10 @@ __all__ = [
     "TILT_LOG_MAX",
     "MonteCarloBatch",
     "MonteCarloResult",
+    "AUTO",
+    "AUTO_NUMPY_WORK",
     "TailDiagnostic",
+    "auto_backend",
     "monte_carlo_mse",
     "pareto_k_hat",
     "peak_bytes",
@@ -68,6 +71,15 @@ __all__ = [
 
 #: ``mse_exact`` default of :func:`monte_carlo_mse`: compute it.
 COMPUTE = "compute"
+
+#: ``backend`` that chooses: NumPy for a small run, Numba otherwise (:func:`auto_backend`).
+AUTO = "auto"
+
+#: Trial terms (trials x m x pairs) up to which ``backend='auto'`` runs on NumPy.
+#: NumPy draws about 5e6 terms a second on one core (``benchmarks/bench_first_run.py``),
+#: so such a run ends in about 0.2 s, while a cold Numba kernel compiles for several
+#: seconds first; warm, Numba would save at most that 0.2 s.
+AUTO_NUMPY_WORK = 1_000_000
 
 #: Monte Carlo methods.
 METHODS = ("reduced", "literal")
@@ -197,7 +209,8 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
     ``(B_query, B_key, population)`` of the DERF kinds.
     """
     check_choice(method, "method", METHODS)
-    check_choice(backend, "backend", BACKENDS)
+    if not (isinstance(backend, str) and backend == AUTO):
+        check_choice(backend, "backend", BACKENDS + (AUTO,))
     check_choice(proposal, "proposal", PROPOSALS)
     trials = check_int(trials, "trials", minimum=2)
     if trials > engine.MAX_TRIALS:
@@ -238,6 +251,7 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
         est.supports.reduced.require()
     if pairs > engine.MAX_PAIRS:
         raise ValueError(f"at most 2**{64 - engine.PAIR_SHIFT} pairs per batch; got {Xa.shape[0]}")
+    backend = auto_backend(backend, trials, est.m, pairs)
     run_engine = None
     if method == "reduced":  # cupy without CuPy, a device or the CUDA simulator: ImportError
         run_engine = engine.Engine(est, backend, chunk)
@@ -265,6 +279,15 @@ def _setup(X, Y, m, kind, ensemble, norms, trials, seed, backend, method, chunk,
 # ---------------------------------------------------------------------------
 # Samplers: each yields (pair, first trial, normalised estimates) chunk by chunk
 # ---------------------------------------------------------------------------
+
+
+def auto_backend(backend, trials, m, pairs=1):
+    """``backend``, with ``'auto'`` resolved: ``'numpy'`` for at most :data:`AUTO_NUMPY_WORK`
+    trial terms, ``'numba'`` above. The estimates are the same on both (the same
+    counter-based draws), so the choice changes the time only."""
+    if not (isinstance(backend, str) and backend == AUTO):
+        return backend
+    return "numpy" if trials * m * pairs <= AUTO_NUMPY_WORK else "numba"
 
 
 def _one_pair(x, y):
