@@ -8,6 +8,7 @@ package, :mod:`rfkernels.analysis.diagnosis`.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -137,7 +138,7 @@ class _Plan:
 
     __slots__ = ("L", "Lk", "d", "dv", "heads", "head_shape", "ms", "kinds", "ensembles",
                  "presets", "preset_kinds", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
-                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes")
+                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes", "stop")
 
     def __init__(self, **kw):
         for key, value in kw.items():
@@ -227,6 +228,7 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         budgets=None if budgets is None else distinct_ints(budgets, "budgets"),
         entropy=root_entropy(seed),
         workers=None, synthetic_v=v is None, dtypes=check_dtypes(dtypes),
+        stop=threading.Event(),
     )
     if workers is None:
         plan.workers = max(1, min(plan.heads, usable_cpus()))
@@ -246,6 +248,39 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
 
 def _seed(plan, *key):
     return np.random.SeedSequence(plan.entropy, spawn_key=tuple(int(x) for x in key))
+
+
+class _Stopped(Exception):
+    """Raised in a worker thread at its next step once the diagnosis was interrupted."""
+
+
+def _check_stop(plan):
+    """Raise :class:`_Stopped` where ``plan.stop`` is set (another thread was interrupted)."""
+    if plan.stop.is_set():
+        raise _Stopped
+
+
+def _run_heads(plan, arrays, progress):
+    """Every head's results, in order: on this thread, or on ``plan.workers`` threads.
+
+    An exception of the waiting thread (Ctrl-C's KeyboardInterrupt) or of a
+    head sets ``plan.stop``, cancels the heads not started and returns at
+    once: the running heads stop at their next step (a draw of one kind, a
+    chunk of pairs), so the interpreter, which joins the pool's threads at
+    exit, is not held until they finish.
+    """
+    if plan.workers == 1:
+        return [_head(plan, h, arrays, progress) for h in range(plan.heads)]
+    pool = ThreadPoolExecutor(plan.workers)
+    try:
+        futures = [pool.submit(_head, plan, h, arrays, progress) for h in range(plan.heads)]
+        results = [f.result() for f in futures]
+    except BaseException:
+        plan.stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return results
 
 
 def _pair_sample(plan, h):
@@ -277,6 +312,7 @@ def _kernel_level(plan, h, q, k, views):
                 for m in plan.ms:
                     logs[(kind, ens, m)] = np.empty(n)
     for c0 in range(0, n, PAIR_CHUNK):
+        _check_stop(plan)
         x, y = q[i[c0:c0 + PAIR_CHUNK]], k[j[c0:c0 + PAIR_CHUNK]]
         geom = theory.geometry(x, y)
         sl = slice(c0, c0 + x.shape[0])
@@ -327,6 +363,7 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                 w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms,
                                      seed=_seed(plan, 3, h, t, m, seed_index("ensemble", ens)))
                 for p, kind in plan.preset_kinds:
+                    _check_stop(plan)
                     cell = out[(p, kind, ens, m)]
                     view = views[kind]  # a DERF kind: OPRF on its transformed head
                     qt = view.q[rows]
@@ -359,11 +396,13 @@ def _head(plan, h, arrays, progress):
         v = np.random.default_rng(_seed(plan, 0, h)).standard_normal((plan.Lk, plan.dv))
     else:
         v = np.ascontiguousarray(np.broadcast_to(v0, plan.head_shape + v0.shape[-2:])[idx])
+    _check_stop(plan)
     views = fit_views(plan.kinds, q, k)
     fitted = {kind: view.params for kind, view in views.items()}
     kernel = _kernel_level(plan, h, q, k, views)
     if progress is not None:
         progress(1)
+    _check_stop(plan)
     exact = softmax_attention(q, k, v)
     exact_ms = float(np.mean(exact * exact))
     uniform_mse = float(np.mean((exact - v.mean(axis=0)) ** 2))
@@ -375,6 +414,7 @@ def _head(plan, h, arrays, progress):
         w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms, seed=_seed(
             plan, 3, h, 0, m, seed_index("ensemble", ens)))
         overflow = overflow_rows(h, w, plan.preset_kinds, plan.dtypes, views)
+    _check_stop(plan)
     fo = first_order(plan, views, v, _seed(plan, 4, h))
     if progress is not None:
         progress(1)
@@ -715,11 +755,7 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
     with one_blas_thread():
-        if plan.workers == 1:
-            results = [_head(plan, h, arrays, progress) for h in range(plan.heads)]
-        else:
-            with ThreadPoolExecutor(plan.workers) as pool:
-                results = list(pool.map(lambda h: _head(plan, h, arrays, progress), range(plan.heads)))
+        results = _run_heads(plan, arrays, progress)
     top = max(float(r["kernel"]["u2"].max()) for r in results)
     edges = np.linspace(0.0, top if top > 0 else 1.0, HISTOGRAM_BINS + 1)
     rows = [row for res in results for row in _head_rows(plan, res)]
