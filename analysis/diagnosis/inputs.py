@@ -14,8 +14,9 @@ dtype conversion, no check of their values or shapes: the public
 
 Every array's header is read first, so that a file that is not NumPy data, a
 missing ``q`` or ``k``, a refused dtype, or arrays too large for this
-machine's memory (:func:`rfkernels.validation.check_memory`, counting each
-array as stored plus its float64 copy) raise before any data is loaded.
+machine's memory (counting each array as stored plus its float64 copy; the
+message gives each file's shape and dtype as its header claims them) raise
+before any data is loaded.
 Errors are one line naming the file (and the member of an ``.npz``); a
 missing, unreadable or directory path raises the ``OSError`` of ``open`` with
 its ``filename`` set.
@@ -38,9 +39,23 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy_format
 
-from rfkernels.validation import check_memory
+from rfkernels import validation
 
-__all__ = ["SYNTHETIC_GAINS", "LoadedQKV", "load_qkv", "synthetic_qkv"]
+__all__ = ["SYNTHETIC_GAINS", "LoadedQKV", "load_qkv", "memory_limit", "synthetic_qkv"]
+
+#: Share of this machine's memory a diagnosis may plan to use (as :func:`rfkernels.validation.check_memory`).
+MEMORY_FRACTION = 0.8
+
+
+def memory_limit():
+    """``(bytes of this machine, bytes a diagnosis may use)``, or None where the OS does not say."""
+    total = validation.available_memory()
+    return None if total is None else (total, MEMORY_FRACTION * total)
+
+
+def gib(nbytes):
+    """Bytes as GiB, for messages."""
+    return f"{nbytes / 2**30:.3g} GiB"
 
 #: Per-head gains of :func:`synthetic_qkv` (repeated over the heads): from a
 #: diffuse head (0.25) to a sharp one (2).
@@ -126,6 +141,8 @@ def load_qkv(paths):
 
     Raises
     ------
+    TypeError
+        ``paths`` is not a file name or a list of them (None, a number, bytes).
     OSError
         A path is missing, a directory or unreadable (``filename`` is set).
     ValueError
@@ -146,9 +163,7 @@ def load_qkv(paths):
         else:
             zf, ignored = None, []
             headers = [_npy_header(files[name], name, role) for role, name in zip(_ROLES, names)]
-        # each array as stored plus its float64 copy
-        check_memory(sum(math.prod(h.shape) * 2 * max(h.dtype.itemsize, 8) for h in headers),
-                     f"loading {', '.join(h.role for h in headers)} from {', '.join(files)}")
+        _check_memory(headers, files)
         for h in headers:
             _check_size(h)
         digests = {name: _sha256(fp) for name, fp in files.items()}
@@ -167,7 +182,13 @@ def _check_form(paths):
     """The paths as a list of str; ValueError unless they are one of the accepted forms."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    names = [os.fspath(p) for p in paths]
+    try:
+        names = [os.fspath(p) for p in paths]
+    except TypeError:  # None, a number, or a list holding one
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"load_qkv takes one file name or a list of 1 to 3 file names (str or "
+                        f"os.PathLike): {_FORMS[len('expected '):]}; got {paths!r}")
     suffixes = [Path(n).suffix.lower() for n in names]
     if suffixes == [".npz"] or (len(names) in (2, 3) and set(suffixes) == {".npy"}):
         return names
@@ -213,15 +234,24 @@ def _parse_header(fp, label):
         raise _not_numpy(label, ".npy", exc) from None
     if any(n < 0 for n in shape):
         raise _not_numpy(label, ".npy", f"negative dimension in shape {shape}")
-    if dtype.kind in "OV":
-        what = "object" if dtype.kind == "O" else "structured or void"
-        raise ValueError(f"{label}: a numeric array is expected; got an array of {what} "
-                         f"dtype {dtype} (object arrays are never unpickled)")
     return tuple(shape), dtype
+
+
+def _check_dtype(label, dtype):
+    """ValueError, naming ``label`` once, for an object, structured or void dtype."""
+    if dtype.kind == "O":
+        raise ValueError(f"{label}: a numeric array is expected; got an array of object dtype: "
+                         "it holds Python objects (dtype object), which cannot be read without "
+                         "pickle, and rfkernels never unpickles; save a numeric array "
+                         "(e.g. numpy.asarray(x, dtype=float))")
+    if dtype.kind == "V":
+        raise ValueError(f"{label}: a numeric array is expected; got an array of structured or "
+                         f"void dtype {dtype}")
 
 
 def _npy_header(fp, name, role):
     shape, dtype = _parse_header(fp, name)
+    _check_dtype(name, dtype)
     available = os.fstat(fp.fileno()).st_size - fp.tell()
     return _Header(role, name, None, shape, dtype, available, name)
 
@@ -249,9 +279,26 @@ def _npz_headers(name, zf):
                 available = zf.getinfo(member).file_size - mfp.tell()
         except _READ_ERRORS as exc:  # a bad zip entry (encrypted, unknown compression)
             raise _not_numpy(label, ".npy", exc) from None
+        _check_dtype(label, dtype)
         headers.append(_Header(role, name, member, shape, dtype, available, label))
     used = {h.member for h in headers}
     return headers, sorted(m for m in members if m not in used)
+
+
+def _check_memory(headers, files):
+    """MemoryError, before any data is read, where the arrays as their headers describe them
+    (each as stored plus its float64 copy) would not fit in this machine's memory."""
+    need = sum(math.prod(h.shape) * 2 * max(h.dtype.itemsize, 8) for h in headers)
+    limit = memory_limit()
+    if limit is None or need <= limit[1]:
+        return
+    claims = "; ".join(f"{h.role} in {h.label}: shape {tuple(int(n) for n in h.shape)} of "
+                       f"{h.dtype} as its header claims" for h in headers)
+    raise MemoryError(
+        f"loading {', '.join(h.role for h in headers)} from {', '.join(files)} needs about "
+        f"{gib(need)} of memory, each array as stored and as float64 ({claims}); this machine "
+        f"has {gib(limit[0])}: use smaller arrays (fewer heads or rows), or a machine with more "
+        "memory")
 
 
 def _check_size(header):
