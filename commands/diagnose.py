@@ -259,6 +259,7 @@ def _run_diagnosis(loaded, args):
     from tqdm import tqdm
 
     from rfkernels.analysis import diagnose
+    from rfkernels.analysis.diagnosis.study import DiagnoseMemoryError
 
     bar = tqdm(total=_units(loaded, args), unit="step", file=sys.stderr,
                disable=not sys.stderr.isatty(), desc="rfkernels diagnose")
@@ -276,6 +277,8 @@ def _run_diagnosis(loaded, args):
             target=args.target, budgets=args.budget, dtypes=args.dtype, seed=args.seed,
             workers=args.workers,
             progress=progress)
+    except DiagnoseMemoryError as exc:  # the options' names, not the API's arguments
+        raise MemoryError(exc.render(True)) from None
     finally:
         bar.close()
 
