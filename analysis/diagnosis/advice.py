@@ -54,13 +54,21 @@ def beyond(a, b, se, scale):
 
 
 def check_target(value):
-    """``target`` as a float in (0, inf), else a one-line error."""
+    """``target`` as a float in (0, 1], else a one-line error.
+
+    The target is a relative attention MSE, the MSE over the exact output's
+    mean square: the zero output's is 1, so a target above 1 asks for less
+    than outputting zeros gives (and beyond float64's range for its plot).
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"target must be a positive real number (a relative attention MSE); "
                         f"got {value!r}")
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"target must be a positive finite relative MSE; got {value!r}")
+    if value > 1.0:
+        raise ValueError(f"target must be a relative MSE of at most 1 (the zero output's: MSE "
+                         f"over the exact output's mean square), greater than 0; got {value!r}")
     return value
 
 
