@@ -132,8 +132,8 @@ def test_ctrl_c_with_two_workers_stops_at_once_writing_nothing(tmp_path):
     assert not out.exists()
 
 
-def test_a_stopped_diagnosis_runs_again_with_the_same_numbers(npz):
-    """The stop of an interrupted run does not leak into the next one (workers 1 and 2)."""
+def test_two_workers_give_the_numbers_of_one(npz):
+    """The heads' pool, which can now stop early, still gives the numbers of one thread."""
     loaded = load_qkv(npz)
     kw = dict(m=(4,), kinds=["positive"], draws=2, queries=16, pairs=100, first_order_queries=0)
     q2, k2 = np.stack([loaded.q, loaded.q[::-1]]), np.stack([loaded.k, loaded.k[::-1]])
