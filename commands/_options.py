@@ -189,7 +189,7 @@ def norm_value(text):
     return value
 
 
-def choice(axis_or_choices, name=None):
+def choice(axis_or_choices, name=None, refused=None):
     """An argparse ``type=`` converter accepting one of a fixed set of names.
 
     ``axis_or_choices`` is a registry axis (``"kind"``, ``"ensemble"``,
@@ -200,6 +200,10 @@ def choice(axis_or_choices, name=None):
     argparse reports as ``argument --OPTION: ...`` with exit status 2. The
     converter's ``choices`` attribute is the tuple (for help texts); it works
     for single options and, as ``convert``, for :func:`add_list`.
+
+    ``refused`` maps names that are not choices here (registered names a
+    subcommand does not take) to why: such a name is refused with that
+    reason before the list of choices.
     """
     if isinstance(axis_or_choices, str):
         from ..estimators import registry
@@ -211,11 +215,14 @@ def choice(axis_or_choices, name=None):
     if not choices:
         raise ValueError(f"no choices for {name or axis_or_choices!r}")
 
+    refused = dict(refused or {})
+
     def convert(text):
         if text in choices:
             return text
+        why = f" ({refused[text]})" if text in refused else ""
         raise argparse.ArgumentTypeError(
-            f"invalid choice: {text!r}; expected one of {', '.join(choices)}")
+            f"invalid choice: {text!r}{why}; expected one of {', '.join(choices)}")
 
     convert.__name__ = name or "choice"
     convert.choices = choices

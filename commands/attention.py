@@ -42,7 +42,9 @@ def _add_attention(p):
     from rfkernels.attention import NONPOSITIVE_POLICIES
     from rfkernels.backends import BACKENDS
 
-    kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
+    offered, refused = attention_kinds()
+    kinds = choice(offered, "kind", refused=refused)
+    ensembles, norms = choice("ensemble"), choice("norms")
     # the attention study runs on numpy and cupy only (no numba kernels)
     backends = choice(tuple(b for b in BACKENDS if b in ("numpy", "cupy")), "backend")
 
@@ -75,6 +77,35 @@ def _add_attention(p):
                    help="CSV path; the JSON sidecar is the same path with suffix .json")
     p.add_argument("--force", action="store_true",
                    help="overwrite existing files that are not outputs of this command")
+
+
+def attention_kinds():
+    """``(kinds, refused)``: the registered kinds ``--kind`` takes, and why it takes no other.
+
+    A kind is taken where the study has one feature map for queries and keys
+    (:func:`rfkernels.analysis.favor_study.study_kinds`) and attention can use
+    it (its feature map has no ``attention_reason``); ``refused`` maps every
+    other registered kind to its reason, in the words of the command line.
+    """
+    import re
+
+    from rfkernels.analysis.favor_study import study_kinds
+    from rfkernels.estimators import registry
+
+    study = set(study_kinds())
+    offered, refused = [], {}
+    for entry in registry.entries("kind"):
+        fmap = entry.feature_map
+        reason = (getattr(fmap, "attention_reason", None) if fmap is not None
+                  else entry.feature_map_reason or "it has no feature map")
+        if reason is None and entry.name not in study:
+            reason = ("its queries and keys take feature maps of their own, whose parameters "
+                      "this study does not fit")
+        if reason is None:
+            offered.append(entry.name)
+        else:  # the registry's advice kind='trig' as the option a command-line user writes
+            refused[entry.name] = re.sub(r"\bkind='([^']*)'", r"--kind \1", reason)
+    return tuple(offered), refused
 
 
 def _is_ours(path, header):

@@ -61,6 +61,25 @@ def _null_reason(meta):
     return explain
 
 
+def _check_run_memory(args, maps):
+    """MemoryError naming the options, before any work, where one trial's arrays do not fit.
+
+    The estimate of :func:`rfkernels.analysis.capacity` (keys, values, features and
+    Gram matrices at the largest n and feature count), stated in the command's options.
+    """
+    from rfkernels.validation import check_memory
+
+    d_k = args.d_k
+    d_v = d_k if args.d_v is None else args.d_v
+    if d_k < 1 or d_v < 1 or min(args.n) < 1:
+        return  # the analysis names the bad value
+    n_max = max(args.n)
+    r_max = max([r for r in (s.d_dot(d_k) for s in maps) if r is not None], default=1)
+    check_memory(8 * (3 * n_max * r_max + 3 * n_max * n_max + 2 * n_max * (d_k + d_v)),
+                 f"capacity with --n up to {n_max}, --d-k {d_k}, --d-v {d_v} and up to {r_max} "
+                 "features per --map", reduce="--n, --d-k, --d-v or the maps' features (--map)")
+
+
 @command("capacity", "memory capacity of linear attention: ELU+1, DPFP and FAVOR+ (Kernel Zoo)")(
     _add_capacity
 )
@@ -70,6 +89,7 @@ def _run_capacity(args):
     from rfkernels.analysis.capacity import capacity, parse_map
 
     maps = [parse_map(m) for m in args.map]  # one-line errors before any work
+    _check_run_memory(args, maps)
     # per trial: 4 float64 arrays over (map, n), and each map's failure points (2 lists, copied)
     check_count_memory("--trials", args.trials, len(maps) * (32 * len(set(args.n)) + 32),
                        f"the per-trial results of {len(maps)} maps at {len(set(args.n))} values of n")

@@ -28,6 +28,9 @@ The "proposal" column says which law each row's Monte Carlo drew from (plain,
 or tilted: importance sampling with exact weights, whose effective sample
 size is "ess" in --json)."""
 
+#: The ensembles of the rows where --ensemble is not given (those the norm law applies to).
+DEFAULT_ENSEMBLES = ("iid", "orthogonal")
+
 #: Monte Carlo columns of a row: all NaN when its Monte Carlo did not run.
 _MC_COLUMNS = ("mse_mc", "stderr", "ci_low", "ci_high", "bias", "bias_stderr", "z", "k_hat",
                "max_share", "tail_ok", "proposal", "ess")
@@ -50,8 +53,9 @@ def _add(p):
     kinds, ensembles, norms = choice("kind"), choice("ensemble"), choice("norms")
     add_list(p, "--kind", convert=kinds, default=["positive", "hyperbolic", "trig"],
              help=f"estimators among {', '.join(kinds.choices)}")
-    add_list(p, "--ensemble", convert=ensembles, default=["iid", "orthogonal"],
-             help=f"ensembles among {', '.join(ensembles.choices)}")
+    add_list(p, "--ensemble", convert=ensembles,
+             help=f"ensembles among {', '.join(ensembles.choices)} (default: "
+                  f"{','.join(DEFAULT_ENSEMBLES)}, those --norms applies to)")
     p.add_argument("--norms", type=norms, default="chi", help=f"row norms: {', '.join(norms.choices)}")
     p.add_argument("--trials", type=int_value, default=100_000,
                    help="Monte Carlo trials per row (and per bias-audit row)")
@@ -101,8 +105,11 @@ def null_reason(key, value, row):
         if "beyond the range of its quadrature" in note:
             return "mse_exact beyond the range of its quadrature"
         return theory.no_closed_form_reason(row["kind"], row["ensemble"], row["norms"])
-    if key == "mse_lemma2":
-        return theory.no_lemma2_reason(row["kind"], row["norms"])
+    if key == "mse_lemma2":  # the row's own estimator: antithetic norms have no iid estimator
+        from ..estimators import estimator
+
+        return estimator(row["kind"], ensemble=row["ensemble"],
+                         norms=row["norms"]).supports.lemma2.reason
     if key == "theorem2_bound":
         return (theorem2_reason(row["kind"], row["ensemble"], row["norms"], row["m"], row["d"])
                 or "not computed")
@@ -166,6 +173,7 @@ def _tail(v):
 def _run(args):
     from ..analysis.comparison import bias_audit, compare
 
+    args.ensemble = _ensembles(args.norms, args.ensemble)
     if args.bias_audit:  # before any work
         _check_audit_memory(args.d, args.m, args.trials)
     geoms = [{"d": d, "norm_x": nx, "norm_y": ny, "angle": a}
@@ -220,6 +228,23 @@ def _run(args):
     print(f"\n{len(rows)} rows: {violated} with a violated statement, {out_of_range} with a value "
           f"beyond float64 or no Monte Carlo; exit status {exit_status}")
     return exit_status
+
+
+def _ensembles(norms, given):
+    """The rows' ensembles: ``given``, or the defaults the norm law applies to (antithetic: not iid).
+
+    A given ensemble the law refuses is a ValueError naming --ensemble and --norms.
+    """
+    from ..estimators import registry
+
+    law = registry.entry("norms", norms)
+    if given is None:
+        return [e for e in DEFAULT_ENSEMBLES if law.refusal(e) is None]
+    for ens in given:
+        refused = law.refusal(ens)
+        if refused is not None:
+            raise ValueError(f"--ensemble {ens} with --norms {norms}: {refused}")
+    return given
 
 
 #: Peak memory of one bias_audit call over the bytes of its projections (trials x

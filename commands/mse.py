@@ -158,6 +158,8 @@ def _run_mse(args):
             geom, None, args.m, est, trials=args.trials,
             seed=args.seed, backend=args.backend, method=args.method, chunk=args.chunk,
             progress=progress, vectors=(x, y), proposal=args.proposal)
+    except FloatingPointError as exc:  # raised before any trial: in the options' words
+        raise _beyond_float64(exc, args) from None
     finally:
         if bar is not None:
             bar.close()
@@ -211,6 +213,33 @@ def _run_mse(args):
     print(f"  proposal         {proposal_text(r)}")
     print(f"                   ({r.proposal_note})")
     return 0
+
+
+#: The advice of the API's overflow errors (the pair's vectors), which the options set here.
+_API_ADVICE = "rescale x and y"
+
+
+def _beyond_float64(exc, args):
+    """``exc`` (the kernel or the MSE beyond float64) naming the options that set it.
+
+    The API advises to rescale the vectors; here they are --norm-x and
+    --norm-y, and with --kernel gaussian also --gamma (the features see
+    sqrt(2 gamma) x and sqrt(2 gamma) y). A huge exponent is shown with 4 digits.
+    """
+    import re
+
+    text = " ".join(str(exc).split())
+    if not text.endswith(_API_ADVICE):
+        return exc
+    what = re.sub(r"e\^([-+0-9.e]+)", lambda g: f"e^{float(g.group(1)):.4g}",
+                  text[: -len(_API_ADVICE)].rstrip("; "))
+    what = re.sub(r" at pair 0\b", "", what)
+    given = f"--norm-x {args.norm_x:g}, --norm-y {args.norm_y:g}, --angle {args.angle:g}"
+    reduce = "--norm-x or --norm-y"
+    if args.gamma is not None:
+        given = f"--gamma {args.gamma:g}, {given}"
+        reduce = "--gamma (or --norm-x and --norm-y)"
+    return FloatingPointError(f"{given}: {what}; reduce {reduce}")
 
 
 def proposal_text(r):

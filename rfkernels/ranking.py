@@ -70,6 +70,12 @@ class RankedEstimator:
         Why the estimator has no value here (None: it is ranked).
     null_reasons : tuple of (str, str)
         ``(field, why)`` for each other field that is None.
+    relative_rmse : float or None
+        ``sqrt(MSE) / K``, the root-mean-square error relative to the kernel
+        K (for a population ``sqrt(mean MSE / mean K^2)``); 1 (100%) is the
+        error of the estimate 0, e.g. a fixed-norm estimator at large norms.
+        None where the row has no MSE, the kernel is 0 or beyond float64, or
+        the ratio is beyond float64.
     """
 
     rank: Optional[int]
@@ -84,6 +90,7 @@ class RankedEstimator:
     ratio: Optional[float]
     reason: Optional[str] = None
     null_reasons: tuple = ()
+    relative_rmse: Optional[float] = None
 
     @property
     def ranked(self):
@@ -100,7 +107,7 @@ class RankedEstimator:
         out = {"rank": self.rank, "kind": self.kind, "ensemble": self.ensemble,
                "norms": self.norms, "m": self.m, "r": self.r, "outputs": self.outputs,
                "mse": self.mse, "log_mse": self.log_mse, "ratio": self.ratio,
-               "reason": self.reason}
+               "relative_rmse": self.relative_rmse, "reason": self.reason}
         reasons = dict(self.null_reasons)
         if self.reason is None:
             reasons["reason"] = "ranked: the estimator has an exact MSE here"
@@ -269,19 +276,24 @@ def rank_estimators(x=None, y=None, *, r, geom=None, kernel="softmax", gamma=Non
     estimator(BASELINE[0], kernel=kernel, gamma=gamma)  # the kernel and gamma, checked once
     inputs = _check_inputs(x, y, geom)
     rows, refused, fits = [], [], {}
-    for kind in registry.entries("kind"):
-        for ens in registry.entries("ensemble"):
-            for law in registry.entries("norms"):
-                try:
-                    est = estimator(kind.name, ensemble=ens.name, norms=law.name, kernel=kernel,
-                                    gamma=gamma, d=inputs.d)
-                except ValueError as exc:
-                    refused.append((kind.name, ens.name, law.name, _one_line(exc)))
-                    continue
-                m = r // kind.features_per_projection
-                log_mse, reason = _log_mse(est, m, r, inputs, fits)
-                rows.append(((kind.name, ens.name, law.name), m, log_mse, reason))
-    return Ranking(rows=_finish_rows(rows, r), r=r, d=inputs.d, n_pairs=inputs.n_pairs,
+    # the theory works in log space: an overflow on the way (a huge gamma or norm) ends in
+    # the row's value or reason, never in a NumPy warning
+    with np.errstate(over="ignore"):
+        log_k2 = _log_kernel_sq(inputs, estimator(BASELINE[0], kernel=kernel, gamma=gamma,
+                                                  d=inputs.d))
+        for kind in registry.entries("kind"):
+            for ens in registry.entries("ensemble"):
+                for law in registry.entries("norms"):
+                    try:
+                        est = estimator(kind.name, ensemble=ens.name, norms=law.name,
+                                        kernel=kernel, gamma=gamma, d=inputs.d)
+                    except ValueError as exc:
+                        refused.append((kind.name, ens.name, law.name, _one_line(exc)))
+                        continue
+                    m = r // kind.features_per_projection
+                    log_mse, reason = _log_mse(est, m, r, inputs, fits)
+                    rows.append(((kind.name, ens.name, law.name), m, log_mse, reason))
+    return Ranking(rows=_finish_rows(rows, r, log_k2), r=r, d=inputs.d, n_pairs=inputs.n_pairs,
                    inputs=inputs.label, kernel=kernel,
                    gamma=None if gamma is None else float(gamma), refused=tuple(refused))
 
@@ -394,6 +406,29 @@ def _fitted(est, inputs, fits):
                      d=inputs.d, params=params), None
 
 
+def _log_kernel_sq(inputs, est):
+    """The log of the kernel's square at the pair (the mean over a population), or None."""
+    try:
+        logs = 2.0 * np.asarray(theory.kernel_log_value(inputs.geom, est), dtype=np.float64)
+    except _THEORY_ERRORS:
+        return None
+    log_k2 = _log_mean(logs.reshape(-1))
+    return None if math.isnan(log_k2) else log_k2
+
+
+def _relative_rmse(log_mse, log_k2):
+    """``(sqrt(MSE) / K, None)`` from the logs, or ``(None, why)``."""
+    if log_k2 is None or math.isinf(log_k2):
+        return None, ("the kernel is 0 or beyond float64 here: no relative error"
+                      if log_k2 is not None else "the kernel has no value here")
+    if log_mse == -math.inf:
+        return 0.0, None
+    log_rel = 0.5 * (log_mse - log_k2)
+    if log_rel > _LOG_MAX:
+        return None, "beyond float64: compare log_mse"
+    return math.exp(log_rel), None
+
+
 def _log_mean(logs):
     """``log(mean(exp(logs)))`` without overflow (``-inf`` where every MSE is 0)."""
     top = float(np.max(logs))
@@ -417,7 +452,7 @@ def _ratio(log_mse, base):
     return ratio, None
 
 
-def _finish_rows(rows, r):
+def _finish_rows(rows, r, log_k2=None):
     """The :class:`RankedEstimator` rows: ranked by log MSE (stable), then the unranked."""
     by_names = {names: (log, reason) for names, _, log, reason in rows}
     base = by_names.get(BASELINE, (None, "not registered"))  # the ratios' reference, by identity
@@ -433,18 +468,22 @@ def _finish_rows(rows, r):
         ratio, why = _ratio(log_mse, base)
         if why is not None:
             notes.append(("ratio", why))
+        rel, why = _relative_rmse(log_mse, log_k2)
+        if why is not None:
+            notes.append(("relative_rmse", why))
         out.append(_row(rank, names, m, r, mse, None if log_mse == -math.inf else log_mse,
-                        ratio, None, tuple(notes)))
+                        ratio, None, tuple(notes), rel))
     for names, m, _, reason in rows:
         if reason is not None:
-            notes = tuple((key, reason) for key in ("mse", "log_mse", "ratio"))
+            notes = tuple((key, reason) for key in ("mse", "log_mse", "ratio", "relative_rmse"))
             out.append(_row(None, names, m, r, None, None, None, reason, notes))
     return tuple(out)
 
 
-def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes):
+def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes, relative_rmse=None):
     fpp = registry.entry("kind", names[0]).features_per_projection
-    return RankedEstimator(rank, *names, m, r, m * fpp, mse, log_mse, ratio, reason, notes)
+    return RankedEstimator(rank, *names, m, r, m * fpp, mse, log_mse, ratio, reason, notes,
+                           relative_rmse)
 
 
 __all__ = ["BASELINE", "RankedEstimator", "Ranking", "rank_estimators"]

@@ -243,17 +243,21 @@ def available_memory():
         return None
 
 
-def check_memory(nbytes, what, fraction=0.8):
+def check_memory(nbytes, what, fraction=0.8, *, reduce=None):
     """Raise MemoryError, before any allocation, if ``what`` needs more than the machine has.
 
     ``nbytes`` is the caller's estimate of its peak allocation; the limit is
-    ``fraction`` of the physical memory (unknown: no check).
+    ``fraction`` of the physical memory (unknown: no check). ``reduce`` names
+    what the caller can change, e.g. ``"--n, --d-k or --d-v"`` or ``"m or
+    chunk"`` (the arguments or command-line options it takes); None: the
+    advice is to reduce the sizes ``what`` names.
     """
     total = available_memory()
     if total is not None and nbytes > fraction * total:
+        advice = "the sizes named" if reduce is None else reduce
         raise MemoryError(
             f"{what} needs about {nbytes / 2**30:.3g} GiB of memory; this machine has "
-            f"{total / 2**30:.3g} GiB (reduce it, or the chunk size)"
+            f"{total / 2**30:.3g} GiB (reduce {advice})"
         )
     return nbytes
 

@@ -172,11 +172,15 @@ def dask_client(scheduler, client):
         from distributed import Client
     except ImportError:
         raise ImportError("Dask execution needs the dask extra: pip install 'rfkernels[dask]'") from None
+    import time
+
+    start = time.monotonic()
     try:
         own = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:  # the time it really waited: a refused
+        waited = time.monotonic() - start               # address fails before the timeout
         raise SweepIOError(f"cannot reach the Dask scheduler at {scheduler} (waited "
-                           f"{DASK_CONNECT_TIMEOUT:g} s): {' '.join(str(exc).split())}") from None
+                           f"{waited:.1f} s): {' '.join(str(exc).split())}") from None
     try:
         yield own
     finally:

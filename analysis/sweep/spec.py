@@ -115,9 +115,12 @@ class SweepSpec:
                 values = [values]
             if len(values) == 0:
                 raise SweepError(f"grid.{axis}: empty axis")
-            out[axis] = [check_axis_value(axis, v) for v in values]
-            if len(set(map(repr, out[axis]))) != len(out[axis]):
-                raise SweepError(f"grid.{axis}: repeated values {out[axis]}")
+            checked = [check_axis_value(axis, v) for v in values]
+            # a repeated value counts once, where it first appears (as --m 2,2 on the command line)
+            distinct = {}
+            for v in checked:
+                distinct.setdefault(repr(v), v)
+            out[axis] = list(distinct.values())
         for axis in _REQUIRED:
             if axis not in out:
                 raise SweepError(f"grid.{axis}: missing (required axes: {', '.join(_REQUIRED)})")
