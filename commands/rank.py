@@ -8,6 +8,7 @@ outputs: :func:`rfkernels.rank_estimators`, as a table or strict JSON.
 
 from __future__ import annotations
 
+import math
 import zipfile
 
 from .cli import command
@@ -96,7 +97,7 @@ def load_pairs(path):
                 if header is not None:
                     _check_header(path, name, *header)
             if all(h is not None for h in headers.values()):
-                nbytes = sum(_PAIR_COPIES * max(dtype.itemsize, 8) * int(np.prod(shape))
+                nbytes = sum(_PAIR_COPIES * max(dtype.itemsize, 8) * math.prod(shape)
                              for shape, dtype in headers.values())
                 check_memory(nbytes, f"ranking the pairs of {path} (array X of shape "
                                      f"{headers['X'][0]}, Y of shape {headers['Y'][0]})",

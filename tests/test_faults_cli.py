@@ -64,6 +64,16 @@ def test_capacity_memory_error_names_the_option(capsys, option):
     assert "chunk" not in err and "reduce --n, --d-k, --d-v" in err, err
 
 
+def test_sweep_memory_error_names_the_grid_options(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(rfkernels.validation, "available_memory", lambda: 4 * 2**30)
+    out = tmp_path / "o"
+    err = _run_error(["sweep", "--out", str(out), "--d", "1e9", "--m", "2", "--angle", "1",
+                      "--workers", "2", "--kind", "positive,trig"], capsys)
+    assert "MemoryError" in err and "(reduce grid.d or grid.m (--d, --m), or workers " \
+        "(--workers))" in err and "chunk" not in err, err
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------------------
 # 2. attention --kind: the kinds attention takes, the others refused naming --kind
 # ---------------------------------------------------------------------------

@@ -75,4 +75,6 @@ def check_point_memory(spec, workers, remote):
     if parallel > 1:
         what += f" on {parallel} workers at once"
     per_point = max(point_memory(d, m, spec.run["method"], e) for e in spec.grid["ensemble"])
-    check_memory(per_point * parallel, what)
+    check_memory(per_point * parallel, what,
+                 reduce="grid.d or grid.m (--d, --m)"
+                        + (", or workers (--workers)" if parallel > 1 else ""))
