@@ -13,6 +13,7 @@ _LOG_MAX = math.log(sys.float_info.max)
 
 
 def _add_mse(p):
+    from ..analysis.monte_carlo import AUTO, AUTO_NUMPY_WORK
     from ..backends import BACKENDS
     from ..engine import PROPOSALS
 
@@ -44,10 +45,12 @@ def _add_mse(p):
     p.add_argument("--trials", type=int_value, default=100_000, help="Monte Carlo trials")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="seed (recorded; same seed, same numbers on every backend)")
-    backends = choice(BACKENDS, "backend")
-    p.add_argument("--backend", type=backends, default="numba",
-                   help=f"{', '.join(backends.choices)} (numba compiles its kernel on first use, "
-                        "then caches it)")
+    backends = choice(BACKENDS + (AUTO,), "backend")
+    p.add_argument("--backend", type=backends, default=AUTO,
+                   help=f"{', '.join(backends.choices)} (auto: numpy for at most "
+                        f"{AUTO_NUMPY_WORK:.0e} trials x m, with nothing to compile, numba above; "
+                        "numba compiles its kernel on first use, then caches it; the same "
+                        "numbers on every backend)")
     p.add_argument("--method", default="reduced",
                    help="reduced (draw only the scalar projections) or literal (full W, QR, feature maps)")
     p.add_argument("--chunk", type=int_value, default=None,

@@ -461,10 +461,12 @@ from rfkernels.engine import PROPOSALS  # noqa: E402
 
 #: (command, option, valid choices) of every name option of the command line.
 NAME_OPTIONS = [
-    *[(c, "--kind", "kind") for c in ("mse", "compare", "sweep", "attention")],
+    *[(c, "--kind", "kind") for c in ("mse", "compare", "sweep")],
+    ("attention", "--kind", "attention-kind"),  # the kinds attention takes (issue 37)
     *[(c, "--ensemble", "ensemble") for c in ("mse", "compare", "sweep", "attention")],
     *[(c, "--norms", "norms") for c in ("mse", "compare", "sweep", "attention")],
-    *[(c, "--backend", "backend") for c in ("mse", "compare", "sweep")],
+    ("mse", "--backend", "mse-backend"),
+    *[(c, "--backend", "backend") for c in ("compare", "sweep")],
     ("sweep", "--backends", "backend"),
     ("attention", "--backend", "attention-backend"),
     *[(c, "--proposal", "proposal") for c in ("mse", "compare", "sweep")],
@@ -474,10 +476,16 @@ NAME_OPTIONS = [
 def _choices(which):
     if which == "backend":
         return BACKENDS
+    if which == "mse-backend":  # auto: numpy for a small run (issue 37's first run)
+        return (*BACKENDS, "auto")
     if which == "attention-backend":
         return ("numpy", "cupy")
     if which == "proposal":
         return PROPOSALS
+    if which == "attention-kind":
+        from rfkernels.commands.attention import attention_kinds
+
+        return attention_kinds()[0]
     return registry.names(which)
 
 
