@@ -5,7 +5,9 @@ empty ``NUMBA_CACHE_DIR`` (what a fresh machine compiles):
 
 - ``rfkernels mse --d 16 --m 8 --angle 2 --kind positive --ensemble
   orthogonal --trials 1e5`` with the default ``--proposal auto`` (the pilot
-  and the tilted run it chooses) and with ``--proposal plain``;
+  and the tilted run it chooses), with ``--proposal plain``, and with
+  ``--backend numba`` (the compile the default ``--backend auto`` avoids at
+  this size: a larger run still compiles);
 - the same commands warm (the cache they filled), for the import floor.
 
 With ``--baseline REV`` the same commands run, interleaved run by run, on a
@@ -33,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MSE = ["mse", "--d", "16", "--m", "8", "--angle", "2", "--kind", "positive", "--ensemble", "orthogonal",
        "--trials", "1e5", "--no-progress"]
-CASES = {"mse (auto)": MSE, "mse --proposal plain": MSE + ["--proposal", "plain"]}
+CASES = {"mse (auto)": MSE, "mse --proposal plain": MSE + ["--proposal", "plain"],
+         "mse --backend numba": MSE + ["--backend", "numba"]}
 
 #: Runs ``rfkernels`` from a staged copy (argv[1]), the editable install's finder removed.
 _STAGED = (
