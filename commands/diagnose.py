@@ -146,26 +146,6 @@ def _is_ours(folder):
         return False
 
 
-def _refuse_dangling_link(out):
-    """FileExistsError when ``out``, or a folder above it, is a symbolic link to nothing.
-
-    Such a path does not exist, so it would pass for a new folder, yet creating it
-    fails ("File exists") only once the diagnosis is done.
-    """
-    path = os.path.abspath(os.fspath(out))
-    while True:
-        if os.path.islink(path) and not os.path.exists(path):
-            where = "is" if path == os.path.abspath(os.fspath(out)) else f"is under {path}, which is"
-            raise FileExistsError(
-                f"--out {out} {where} a symbolic link to {os.readlink(path)}, which does not "
-                "exist; refusing to write through it (nothing was changed): choose a folder, or "
-                "create the link's target first")
-        parent = os.path.dirname(path)
-        if parent == path or os.path.isdir(path):
-            return
-        path = parent
-
-
 def check_out_dir(out):
     """The absolute folder of ``--out``, after refusing one this command must not or cannot write.
 
@@ -176,7 +156,6 @@ def check_out_dir(out):
     command's; a link or a folder never is), ``PermissionError`` when nothing
     can be written there. Creates nothing.
     """
-    _refuse_dangling_link(out)
     ours = os.path.isdir(out) and _is_ours(out)
     return check_output_folder(
         out, lambda name, full: ours and bool(_OWN.fullmatch(name)) and os.path.isfile(full)

@@ -59,6 +59,26 @@ def atomic_write(path, content):
         raise
 
 
+def refuse_dangling_link(out):
+    """FileExistsError when ``out``, or a folder above it, is a symbolic link to nothing.
+
+    Such a path does not exist, so it would pass for a new folder, yet creating it
+    fails ("File exists") only once the work is done.
+    """
+    path = os.path.abspath(os.fspath(out))
+    while True:
+        if os.path.islink(path) and not os.path.exists(path):
+            where = "is" if path == os.path.abspath(os.fspath(out)) else f"is under {path}, which is"
+            raise FileExistsError(
+                f"--out {out} {where} a symbolic link to {os.readlink(path)}, which does not "
+                "exist; refusing to write through it (nothing was changed): choose a folder, or "
+                "create the link's target first")
+        parent = os.path.dirname(path)
+        if parent == path or os.path.isdir(path):
+            return
+        path = parent
+
+
 def check_output_folder(out, owned, command, what):
     """The absolute folder ``out`` after refusing one a command must not or cannot write.
 
@@ -66,13 +86,16 @@ def check_output_folder(out, owned, command, what):
     figures``, ``rfkernels diagnose``): the folder may be missing (nothing
     is created here), empty, or hold only entries for which
     ``owned(name, full_path)`` is true (the caller's earlier outputs).
-    Raises ``NotADirectoryError`` when ``out`` or a folder above it is a
+    Raises ``FileExistsError`` when ``out`` or a folder above it is a
+    symbolic link to nothing (:func:`refuse_dangling_link`),
+    ``NotADirectoryError`` when ``out`` or a folder above it is a
     file, ``FileExistsError`` naming the first entry that is not owned,
     ``PermissionError`` when nothing can be written in the nearest existing
     folder (a probe file, removed at once: ``os.access`` is not enough for
     root, ACLs or read-only mounts). ``command`` names the command and
     ``what`` its outputs in the messages.
     """
+    refuse_dangling_link(out)
     path = os.path.abspath(os.fspath(out))
     probe = path
     while not os.path.exists(probe):  # the nearest existing folder above

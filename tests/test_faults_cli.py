@@ -336,3 +336,18 @@ def test_sweep_grid_repeated_value_counts_once(tmp_path, capsys):
     assert (SweepSpec.from_toml(toml).fingerprint()
             == SweepSpec.from_dict({"d": [4], "m": [2], "angle": [0.5]},
                                    {"trials": 100, "theory_only": True}).fingerprint())
+
+
+def test_figures_out_dangling_link_is_refused_before_any_work(tmp_path, capsys):
+    """The one output-folder rule (storage.check_output_folder) refuses a link to nothing for
+    every command that writes a folder, figures as diagnose."""
+    import os
+
+    from rfkernels.commands.cli import main
+
+    link = tmp_path / "out"
+    os.symlink(tmp_path / "missing", link)
+    assert main(["figures", "--only", "ratio", "--quick", "--out", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "symbolic link" in err and "which does not exist" in err
+    assert not (tmp_path / "missing").exists()
