@@ -29,6 +29,13 @@ truncation is below 1e-10 relative for :math:`q \le` :data:`Q_MAX`; larger
 q is refused. :math:`\log {}_0F_1(;b;z) = \log\Gamma(b) + \tfrac{1-b}2\log z
 + \log I_{b-1}(2\sqrt z)` (scaled Bessel functions) keeps the sums in log
 space.
+Above b = 128 (d > 256) the Bessel functions of order b - 1 underflow and
+:math:`\Gamma(b)` overflows at the z the quadrature reaches (and the log
+form cancels): there :math:`\log {}_0F_1(;b;\pm z)` comes from the
+uniform (Debye) expansion of :math:`I_{b-1}` / :math:`J_{b-1}` with
+:math:`\Gamma(b)` and the power of z cancelled in closed form (relative
+error of the log below 1e-15 against mpmath), and beyond the turning point
+of :math:`J_{b-1}` from scipy's ``jv`` with the prefactor in logs.
 
 Cancellation
 ------------
@@ -96,10 +103,95 @@ def _series_h(b, z, sign):
     return acc
 
 
+#: Above this b (d > 256) 0F1 comes from the Debye expansion: the Bessel functions of order
+#: b - 1 underflow (and Gamma(b) overflows) at the z the theory reaches, and the log form cancels.
+_B_DEBYE = 128.0
+
+
+@lru_cache(maxsize=1)
+def _debye_polynomials():
+    """The Debye polynomials u_1 .. u_16 (DLMF 10.41.10), coefficients in ascending powers of t."""
+    P = np.polynomial.polynomial
+    u = [np.array([1.0])]
+    # in floats: the recurrence's rounding (1e-16 relative) is far below the weight 1/nu^k (nu > 127)
+    for _ in range(16):
+        prev = u[-1]
+        first = P.polymul([0.0, 0.0, 0.5, 0.0, -0.5], P.polyder(prev))
+        second = P.polyint(P.polymul([1.0, 0.0, -5.0], prev)) / 8.0
+        u.append(P.polyadd(first, second))
+    return tuple(u[1:])
+
+
+def _stirling(nu):
+    """log Gamma(nu + 1) - (nu + 1/2) log nu + nu - log(2 pi)/2 for nu > 127 (Stirling's series)."""
+    r = 1.0 / (nu * nu)
+    return (1.0 / 12.0 - r * (1.0 / 360.0 - r * (1.0 / 1260.0 - r * (1.0 / 1680.0 - r / 1188.0)))) / nu
+
+
+def _debye_log_0f1(b, z, sign):
+    r"""``(log 0F1(; b; sign z), last)`` by the Debye expansion in nu = b - 1 (b > 128, z >= 0 array).
+
+    With :math:`\zeta = 4z/\nu^2`, :math:`s = \sqrt{1 + \mathrm{sign}\,\zeta}`, t = 1/s
+    (sign -1: :math:`\zeta < 1`, below the turning point of :math:`J_\nu`), Gamma(b) and the
+    power of z cancel against the Bessel function's leading factors in closed form:
+
+    .. math:: \log {}_0F_1 = \nu[(s - 1) - \log\tfrac{1+s}2] + \mathrm{st}(\nu)
+              - \tfrac14\log s^2 + \log\sum_k u_k(t)/\nu^k,
+
+    st the Stirling correction of log Gamma(nu + 1); no term is large, so the log keeps its
+    relative accuracy down to z ~ 1. ``last`` is the magnitude of the series' last term (its
+    truncation error's scale): sign -1 uses it where t > 1 makes the series diverge sooner.
+    """
+    nu = b - 1.0
+    zeta = 4.0 * z / (nu * nu)
+    arg = sign * zeta
+    s = np.sqrt(1.0 + arg)
+    sm1 = arg / (1.0 + s)  # s - 1 without cancellation
+    t = 1.0 / s
+    total = np.zeros_like(t)
+    term = total
+    for k, u in enumerate(_debye_polynomials(), start=1):
+        term = np.polynomial.polynomial.polyval(t, u) / nu**k
+        total = total + term
+    lead = nu * (sm1 - np.log1p(0.5 * sm1))
+    out = lead + _stirling(nu) - 0.25 * np.log1p(arg) + np.log1p(total)
+    return out, np.abs(term)
+
+
 def _log_0f1_bessel(b, z):
-    """log 0F1(; b; z) for z >= 1 (array), from the exponentially scaled Bessel function."""
+    """log 0F1(; b; z) for z >= 1 (array), from the exponentially scaled Bessel function
+    (b <= _B_DEBYE), the Debye expansion above (the uniform one of I_{b-1}: every z > 0)."""
+    if b > _B_DEBYE:
+        return _debye_log_0f1(b, np.asarray(z, dtype=np.float64), 1)[0]
     r = 2.0 * np.sqrt(z)
     return special.gammaln(b) + 0.5 * (1.0 - b) * np.log(z) + np.log(special.ive(b - 1.0, r)) + r
+
+
+def _0f1_neg(b, z):
+    """0F1(; b; -z) for z >= 1 (array): scipy's below _B_DEBYE; above, the Debye expansion of
+    J_{b-1} where it converges to float64 (z well below the turning point nu^2/4), else
+    Gamma(b) z^{(1-b)/2} J_{b-1}(2 sqrt z) with the prefactor in logs (J may underflow to 0
+    there, where the value is below e^{-0.07 nu} anyway: an absolute error only)."""
+    z = np.asarray(z, dtype=np.float64)
+    if b <= _B_DEBYE:
+        return special.hyp0f1(b, -z)
+    shape, z = z.shape, z.ravel()
+    out = np.empty(z.shape)
+    nu = b - 1.0
+    below = 4.0 * z < 0.9 * nu * nu
+    log_f, last = _debye_log_0f1(b, z[below], -1)
+    good = last < 1e-17
+    vals = np.exp(log_f)
+    idx = np.nonzero(below)[0]
+    rest = np.ones(z.shape, dtype=bool)
+    out[idx[good]] = vals[good]
+    rest[idx[good]] = False
+    zr = z[rest]
+    j = special.jv(nu, 2.0 * np.sqrt(zr))
+    with np.errstate(divide="ignore"):
+        log_mag = special.gammaln(b) - 0.5 * nu * np.log(zr) + np.log(np.abs(j))
+    out[rest] = np.sign(j) * np.exp(log_mag)
+    return out.reshape(shape)
 
 
 def _log_0f1_pos(b, z):
@@ -123,7 +215,7 @@ def _h(b, z, sign):
     if sign > 0:
         out[~small] = np.exp(_log_0f1_bessel(b, zl)) - 1.0 - zl / b
     else:
-        out[~small] = special.hyp0f1(b, -zl) - 1.0 + zl / b
+        out[~small] = _0f1_neg(b, zl) - 1.0 + zl / b
     return out
 
 
