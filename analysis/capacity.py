@@ -307,10 +307,24 @@ def signal_to_crosstalk(gram):
     cross = np.cumsum(sq, axis=1) - np.diag(sq)[:, None]  # (i, n-1): sum_{j<n} G_ij^2 - G_ii^2
     out = np.full(n_all, np.inf)
     diag = np.abs(np.diag(gram))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for n in range(2, n_all + 1):
-            c = np.maximum(cross[:n, n - 1], 0.0)  # rounding can leave -tiny
-            out[n - 1] = np.median(np.where(c > 0, diag[:n] / np.sqrt(c), np.inf))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        c = np.maximum(cross, 0.0)  # rounding can leave -tiny
+        # column n - 1: the SCR of each key i (rows i < n; the rows i >= n are not in it)
+        scr = np.where(c > 0, diag[:, None] / np.sqrt(c), np.inf)
+        if n_all < 2:
+            return out
+        if np.isnan(scr).any():  # np.median's NaN rule, key by key: as it was
+            for n in range(2, n_all + 1):
+                out[n - 1] = np.median(scr[:n, n - 1])
+            return out
+        # All the medians at once, the same numbers as np.median column by column:
+        # the keys i >= n sort last (+inf), so the middle of the first n sorted
+        # entries is the median, the mean of the two middle ones (a + b) / 2 for even n.
+        scr[np.tri(n_all, k=-1, dtype=bool)] = np.inf
+        scr.sort(axis=0)
+        n = np.arange(2, n_all + 1)
+        low, high = scr[(n - 1) // 2, n - 1], scr[n // 2, n - 1]
+        out[1:] = np.where(n % 2 == 1, low, (low + high) / 2.0)
     return out
 
 

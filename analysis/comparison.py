@@ -506,27 +506,50 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
         if np.any(np.linalg.norm(directions, axis=1) == 0):
             raise ValueError("directions must be nonzero vectors (each is normalised)")
         named = {f"dir_{i}": v for i, v in enumerate(directions)}
-    rows = []
-    for ensemble in ensembles:
+    points = [(ensemble, label, v) for ensemble in ensembles for label, v in named.items()]
+
+    def audit(point):
+        ensemble, label, v = point
         size = registry.entry("ensemble", ensemble).block_rows(d)  # d, or sorf's power of two D >= d
         blocks = -(-m // size)  # projections per trial, rounded up to whole blocks
-        for label, v in named.items():
-            u = norm_u * v / np.linalg.norm(v)
-            x = y = u / 2.0
-            sm = float(np.exp(x @ y))
-            seed_point = point_seed(seed, {"ensemble": ensemble, "direction": label, "d": d, "m": m})
-            # Stacked independent blocks are the ensemble itself: the first m
-            # rows of each trial's `blocks` blocks are one trial's projections.
-            w = draw_projections(trials * blocks * size, d, ensemble=ensemble, seed=seed_point)
-            w = w.reshape(trials, blocks * size, d)[:, :m, :].reshape(trials * m, d)
-            total = w.shape[0]
-            # per-row terms phi(x)_i phi(y)_i of the core's positive feature map
-            terms = feature_map(x, w, "positive") * feature_map(y, w, "positive") * total
-            est = terms.reshape(trials, m).mean(axis=1)
-            rel = est / sm - 1.0
-            se = rel.std(ddof=1) / math.sqrt(trials)
-            z = rel.mean() / se
-            rows.append({"ensemble": ensemble, "direction": label, "d": d, "m": m,
-                         "norm_u": norm_u, "trials": trials, "relative_bias": float(rel.mean()),
-                         "stderr": float(se), "z": float(z), "biased": bool(abs(z) > Z_THRESHOLD)})
-    return rows
+        u = norm_u * v / np.linalg.norm(v)
+        x = u / 2.0  # = y
+        sm = float(np.exp(x @ x))
+        seed_point = point_seed(seed, {"ensemble": ensemble, "direction": label, "d": d, "m": m})
+        # Stacked independent blocks are the ensemble itself: the first m
+        # rows of each trial's `blocks` blocks are one trial's projections.
+        w = draw_projections(trials * blocks * size, d, ensemble=ensemble, seed=seed_point)
+        w = w.reshape(trials, blocks * size, d)[:, :m, :].reshape(trials * m, d)
+        total = w.shape[0]
+        # per-row terms phi(x)_i phi(y)_i of the core's positive feature map (x = y: one map)
+        phi = feature_map(x, w, "positive")
+        del w
+        terms = phi * phi * total
+        est = terms.reshape(trials, m).mean(axis=1)
+        rel = est / sm - 1.0
+        se = rel.std(ddof=1) / math.sqrt(trials)
+        z = rel.mean() / se
+        return {"ensemble": ensemble, "direction": label, "d": d, "m": m,
+                "norm_u": norm_u, "trials": trials, "relative_bias": float(rel.mean()),
+                "stderr": float(se), "z": float(z), "biased": bool(abs(z) > Z_THRESHOLD)}
+
+    # Every point draws from its own seed, so they run on this process's threads
+    # (NumPy's QR, draws and array arithmetic release the GIL) with the same numbers
+    # in the same order as one after the other.
+    threads = min(_audit_threads(), len(points))
+    if threads <= 1:
+        return [audit(p) for p in points]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="rfkernels-bias-audit") as pool:
+        return list(pool.map(audit, points))
+
+
+def _audit_threads():
+    """Threads :func:`bias_audit` may use: Numba's (the figures' pools set it per worker)."""
+    try:
+        import numba
+
+        return max(1, int(numba.get_num_threads()))
+    except Exception:  # noqa: BLE001 - no Numba: one thread
+        return 1
