@@ -238,7 +238,7 @@ def _run_diagnosis(loaded, args):
     from tqdm import tqdm
 
     from rfkernels.analysis import diagnose
-    from rfkernels.analysis.diagnosis.study import DiagnoseMemoryError
+    from rfkernels.analysis.diagnosis.memory import DiagnoseMemoryError
 
     bar = tqdm(total=_units(loaded, args), unit="step", file=sys.stderr,
                disable=not sys.stderr.isatty(), desc="rfkernels diagnose")

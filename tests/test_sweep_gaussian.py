@@ -158,7 +158,6 @@ def test_compare_and_evaluate_point_take_the_kernel():
     ({"kernel": ["gaussian"], "gamma": [math.nan]}, r"grid\.gamma: .*finite number > 0; got nan"),
     ({"kernel": ["gaussian"], "gamma": [True]}, r"grid\.gamma: values must be numbers"),
     ({"kernel": ["gaussian"], "gamma": ["abc"]}, r"grid\.gamma: values must be numbers"),
-    ({"kernel": ["gaussian"], "gamma": [0.5, 0.5]}, r"grid\.gamma: repeated values"),
 ])
 def test_bad_kernel_axes_name_the_key(grid, match):
     with pytest.raises(SweepError, match=match) as exc:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rfkernels import theory
-from rfkernels.attention import FAVOR_BLOCK, PRESETS, favor_attention, softmax_attention
+from rfkernels.attention import PRESETS, favor_attention, softmax_attention
 from rfkernels.presets import preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
@@ -35,7 +35,7 @@ from ..attention_data import (
 )
 from ..lean_favor import one_blas_thread
 from ..points import independent_rows
-from .inputs import gib, memory_limit
+from .memory import PAIR_CHUNK, check_plan_memory
 from .advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
 from .report import markdown_report, null_reason, write_csv
 from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
@@ -83,8 +83,6 @@ NORMALISER_SD_MAX = 0.1
 HISTOGRAM_BINS = 40
 #: Kernel-level quantiles reported.
 KERNEL_QUANTILES = (0.5, 0.9, 0.99)
-#: Pairs per chunk of the kernel-level theory.
-PAIR_CHUNK = 8192
 #: Spawn keys of the randomness, under the root entropy.
 SPAWN_KEYS = {
     "values": "(0, head): synthetic V when none is given",
@@ -187,86 +185,6 @@ def _grid_checks(plan):
                          "'positive' only)")
 
 
-#: Bytes kept per draw, cell and emulated dtype of the rounding errors (a tuple of floats).
-_ROUNDING_BYTES = 256
-
-
-class DiagnoseMemoryError(MemoryError):
-    """A planned diagnosis that would not fit in this machine's memory, raised before any work.
-
-    ``render(cli)`` is the message naming the arguments as :func:`diagnose`
-    takes them (``draws=...``) or, with ``cli`` true, as ``rfkernels
-    diagnose``'s options (``--draws ...``); ``str()`` is the former.
-    """
-
-    def __init__(self, render):
-        self.render = render
-        super().__init__(render(False))
-
-
-def _memory_units(plan):
-    """Bytes one head keeps per projection draw and per kernel-level pair."""
-    cells = len(plan.preset_kinds) * len(plan.ensembles) * len(plan.ms)
-    per_draw = cells * (8 * 5 + _ROUNDING_BYTES * (len(plan.dtypes) - 1))
-    per_pair = 8 * (2 + len(plan.kinds) * len(plan.ensembles) * len(plan.ms))
-    return per_draw, per_pair
-
-
-def _pairs_used(plan):
-    """Kernel-level pairs per head: ``pairs``, or all L * L_k pairs when there are no more."""
-    return min(plan.pairs, plan.L * plan.Lk)
-
-
-def _bytes_per_head(plan):
-    """Peak bytes one head's work allocates (an upper estimate)."""
-    r = max(feature_dimension(k, plan.d, m=max(plan.ms)) for k in plan.kinds)
-    rows = min(plan.queries, plan.L)
-    favor = 8 * (3 * (plan.Lk + min(rows, FAVOR_BLOCK)) * r + 2 * r * plan.dv)
-    exact = 8 * (2 * plan.L * plan.dv + 3 * (1 << 22) + plan.Lk * (plan.d + plan.dv))
-    per_draw, per_pair = _memory_units(plan)
-    kernel = 8 * 3 * PAIR_CHUNK * plan.d + per_pair * _pairs_used(plan)
-    first = 0
-    if plan.fo_queries and any(independent_rows(e) for e in plan.ensembles):
-        batch = max(1, min(plan.fo_queries, (1 << 23) // (plan.Lk * plan.dv)))
-        block = max(1, min(plan.Lk, (1 << 22) // plan.Lk))
-        first = 8 * (3 * block * plan.Lk + 4 * plan.Lk * batch * plan.dv + 3 * batch * plan.Lk)
-    return exact + kernel + per_draw * plan.draws + max(favor, first)
-
-
-def _check_plan_memory(plan):
-    """:class:`DiagnoseMemoryError` where the plan's estimated peak does not fit in memory: naming
-    ``draws`` or ``pairs`` and the range that fits when reducing that one alone is enough."""
-    limit = memory_limit()
-    per_head = _bytes_per_head(plan)
-    need = plan.workers * per_head
-    if limit is None or need <= limit[1]:
-        return
-    total, allowed = limit
-    per_draw, per_pair = _memory_units(plan)
-    sizes = (f"L={plan.L}, L_k={plan.Lk}, d={plan.d}, m up to {max(plan.ms)}, "
-             f"{len(plan.kinds)} kind(s), {len(plan.ensembles)} ensemble(s), "
-             f"{len(plan.presets)} preset(s), {len(plan.dtypes) - 1} emulated dtype(s), "
-             f"{plan.workers} worker(s)")
-    terms = sorted([("draws", plan.draws, plan.draws, per_draw, 2),
-                    ("pairs", plan.pairs, _pairs_used(plan), per_pair, 1)],
-                   key=lambda t: t[2] * t[3], reverse=True)
-    for name, given, used, unit, low in terms:
-        most = int((allowed / plan.workers - (per_head - used * unit)) // unit)
-        if most >= low:
-            def render(cli, name=name, given=given, low=low, most=most):
-                option = f"--{name}" if cli else name
-                return (f"{option}{' ' if cli else '='}{given} needs about {gib(need)} of memory "
-                        f"with {sizes}; this machine has {gib(total)}: {option} takes an integer "
-                        f"from {low} to {most} here")
-            raise DiagnoseMemoryError(render)
-
-    def render(cli):
-        m, workers = ("--m", "--workers") if cli else ("m", "workers")
-        return (f"diagnose with {sizes} needs about {gib(need)} of memory; this machine has "
-                f"{gib(total)}: use a smaller {m}, fewer {workers}, or shorter inputs")
-    raise DiagnoseMemoryError(render)
-
-
 def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, pairs,
           first_order_queries, target, budgets, seed, workers, dtypes):
     q = _array(Q, "Q")
@@ -300,7 +218,7 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
     else:
         plan.workers = min(check_int(workers, "workers"), plan.heads)
     _grid_checks(plan)
-    _check_plan_memory(plan)
+    check_plan_memory(plan)
     return plan, (q, k, v)
 
 
