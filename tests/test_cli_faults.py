@@ -13,6 +13,7 @@ import json
 import os
 
 import pytest
+from _cli import usage_error_lines
 
 import rfkernels.validation
 from rfkernels import storage
@@ -21,12 +22,7 @@ from rfkernels.commands.cli import build_parser, join_negative_values, main
 
 def _usage_error(argv, capsys):
     """The stderr lines of an argparse error (exit status 2)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    return captured.err.strip().splitlines()
+    return usage_error_lines(argv, capsys)
 
 
 def _run_error(argv, capsys):

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _cli import usage_error_lines
 
 import rfkernels.validation
 from rfkernels import rank_estimators, theory
@@ -33,12 +34,7 @@ def _run_error(argv, capsys):
 
 def _usage_error(argv, capsys):
     """The last stderr line of an argparse error (exit status 2), after the usage."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    return captured.err.strip().splitlines()[-1]
+    return usage_error_lines(argv, capsys)[-1]
 
 
 # ---------------------------------------------------------------------------
