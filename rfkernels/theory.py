@@ -568,8 +568,6 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
             raise ValueError("y must be None when x is a theory.Geometry (it holds the pairs)")
         geom = _checked_geometry(x)
         d = None
-        if vectors is not None:
-            vectors = _vectors_of(geom, vectors)
     else:
         if y is None:
             raise TypeError("y is None: then x must be a theory.Geometry (d, half_sq, s, t) of the "
@@ -581,13 +579,20 @@ def exact_mse(x, y, m, kind, *, ensemble="iid", norms="chi", A=None, log=False, 
         d = _derf_d(kind, x)
     est = as_estimator(kind, ensemble=ensemble, norms=norms, A=A, batch=True, kernel=kernel,
                        gamma=gamma, B_query=B_query, B_key=B_key, d=d)
+    if vectors is not None and isinstance(x, Geometry):
+        # checked where this estimator's theory or fit reads them; others leave them unread
+        uses = est.kind.theory_needs_vectors or est.needs_fit
+        vectors = check_pair_vectors(geom, vectors) if uses else None
     rows = (None, None) if vectors is None else vectors
     est = fit_population(est, *rows, population)
     return _exact(geom, m, est, log, vectors)
 
 
-def _vectors_of(geom, vectors):
-    """``vectors`` as float64 arrays, checked to be the pairs whose geometry ``geom`` is."""
+def check_pair_vectors(geom, vectors):
+    """``vectors``, the pair(s) ``(x, y)``, as float64 arrays, checked to be those whose geometry ``geom`` is.
+
+    ValueError where they are not (d, the squared lengths within 1e-12 relative).
+    """
     if not isinstance(vectors, (tuple, list)) or len(vectors) != 2:
         raise ValueError("vectors must be the pair (x, y) of arrays the geometry is of")
     x, y = np.broadcast_arrays(*(check_vectors(v, n) for v, n in zip(vectors, ("vectors[0]",
@@ -700,6 +705,7 @@ def pair(d, norm_x, norm_y, angle):
 __all__ = [
     "Geometry",
     "THEORY_ENSEMBLES",
+    "check_pair_vectors",
     "exact_mse",
     "geometry",
     "geometry_from_angle",

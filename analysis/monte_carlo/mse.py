@@ -186,7 +186,8 @@ def _per_pair(est, geometry, exact, Xa, Ya, pairs, run_engine):
             exacts.append(exact)
         elif has_theory:
             vectors = None if Xa is None else (Xa[k], Ya[k])
-            log_exact = float(theory.exact_mse(g, None, est.m, est.for_pair(value), vectors=vectors, log=True))
+            log_exact = float(theory.exact_mse(g, None, est.m, est.for_pair(value), log=True,
+                                               vectors=vectors))
             if log_exact > LOG_MAX:
                 raise FloatingPointError(
                     f"the MSE at pair {k} is about e^{log_exact:.1f}, beyond float64; rescale x and y"
@@ -433,12 +434,7 @@ def _from_geometry(geometry, m, kind, *, ensemble, norms, trials, seed, backend,
     X = Y = None
     if vectors is not None:
         X, Y = _one_pair(*vectors)
-        given = theory.geometry(X[0], Y[0])
-        if int(given.d) != int(geometry.d) or not np.allclose(
-                [given.s, given.t, given.half_sq], [geometry.s, geometry.t, geometry.half_sq],
-                rtol=1e-12, atol=0.0):
-            raise ValueError("vectors=(x, y) do not have the given geometry (d, |x+y|^2, |x-y|^2, "
-                             "|x|^2 + |y|^2 differ): pass theory.geometry(x, y) with its vectors")
+        theory.check_pair_vectors(geometry, (X[0], Y[0]))
     elif method == "literal":
         raise ValueError("method='literal' draws whole projections and needs the vectors: "
                          "pass vectors=(x, y)")
