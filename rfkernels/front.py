@@ -302,7 +302,7 @@ class FrozenEstimator:
             rng = check_seed(seq)
             record = {"entropy": str(seq.entropy), "spawn_key": list(seq.spawn_key)}
         W = draw_projections(self.m, self.d, ensemble=self.ensemble, norms=self.norms, seed=rng)
-        phases = draw_phases(self.m, seed=rng) if self.spec.kind.feature_map.needs_phase else None
+        phases = draw_phases(self.m, seed=rng) if self.spec.kind.random_phase else None
         return FrozenFeatureMap(self.spec, kind, W, phases, keywords, record)
 
 

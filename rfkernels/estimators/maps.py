@@ -81,12 +81,10 @@ class ExponentialMap:
 
     #: Features are >= 0 (sum normalisation and log-sum-exp apply).
     nonnegative = True
-    #: Each term of the estimate is bounded (a cosine): its squared errors have every moment.
+    #: The terms are unbounded (exponentials): their squared errors can have a heavy tail.
     bounded = False
     #: One map serves queries and keys.
     two_roles = False
-    #: The kind's features need no phases.
-    needs_phase = False
     #: Max-shifted (stabilised) attention features exist.
     attention_reason = None
 
@@ -139,8 +137,6 @@ class SignedMap:
         ``parts(proj, phase, xp, r) -> (n, r)``: the bounded part alone (the
         per-row positive factor dropped), for stabilised attention; None
         where attention does not take the kind (``attention_reason`` says why).
-    needs_phase : bool
-        The map takes the random phases ``b`` (offset).
     attention_reason : str or None
         Why attention does not take the kind (None: it does).
     """
@@ -148,7 +144,6 @@ class SignedMap:
     features: Callable
     mean_product: Callable
     parts: Optional[Callable] = None
-    needs_phase: bool = False
     attention_reason: Optional[str] = None
     param = None
 
@@ -217,11 +212,9 @@ class PairMap:
 
     #: Features are >= 0.
     nonnegative = True
-    #: Each term of the estimate is bounded (a cosine): its squared errors have every moment.
+    #: The terms are unbounded (exponentials): their squared errors can have a heavy tail.
     bounded = False
     #: A query map and a key map.
     two_roles = True
-    #: The kind's features need no phases.
-    needs_phase = False
     #: favor_attention takes it (through ``attention_inputs``).
     attention_reason = None

@@ -63,8 +63,7 @@ KIND = registry.register("kind", registry.Kind(
     summary="random-offset Fourier features sqrt(2) cos(w.x + b) (RBFSampler; m outputs)",
     features_per_projection=1, on_sum=False, paper=False, nonnegative=False,
     terms=trig.terms, scalar_terms=trig.scalar_terms, random_phase=True,
-    feature_map=maps.SignedMap(features, mean_product, needs_phase=True,
-                               attention_reason=ATTENTION_REASON),
+    feature_map=maps.SignedMap(features, mean_product, attention_reason=ATTENTION_REASON),
     log_mse=log_mse, theory_reason=trig.KIND.theory_reason,
     tilt_reason=("proposal='tilted' is for positive, hyperbolic and oprf features: offset "
                  "estimates are bounded (|cos| <= 1), their squared errors have every moment, and "
