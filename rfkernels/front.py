@@ -169,7 +169,7 @@ class FrozenEstimator:
             value = fit_map_param(self.kind, "auto", c * q, c * k)
             spec = _spec_of(self.kind, ensemble=self.ensemble, norms=self.norms,
                             kernel=self.kernel, m=spec.m, d=spec.d,
-                            **_kernel_values(spec), **{self.auto: value})
+                            **spec.kernel_values(), **{self.auto: value})
         else:
             spec = fit_population(spec, None, None, (q, k))
         return FrozenEstimator(spec)
@@ -329,7 +329,7 @@ class FrozenFeatureMap:
                 f"seed={self.seed['entropy']})")
 
     def _target(self):
-        return {"kernel": self.spec.kernel.name, **_kernel_values(self.spec)}
+        return {"kernel": self.spec.kernel.name, **self.spec.kernel_values()}
 
     def features(self, X, role="query"):
         """The features of the rows of X (n, d): ``(n, r)``; ``role`` 'query' or 'key' for two-map kinds."""
@@ -387,8 +387,3 @@ class FrozenFeatureMap:
         spec = _spec_of(meta["map_kind"], ensemble=meta["ensemble"], norms=meta["norms"],
                         kernel=meta["kernel"], m=meta["m"], d=meta["d"], **targets, **keywords)
         return cls(spec, meta["map_kind"], W, phases, keywords, meta["seed"])
-
-
-def _kernel_values(spec):
-    """The target kernel's parameters by name (``gamma`` of the Gaussian kernel; none for softmax)."""
-    return {name: getattr(spec.kernel_params, name) for name in spec.kernel.param_names}

@@ -434,8 +434,8 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
         self.kind_, self.ensemble_, self.norms_ = kind, self.ensemble, self.norms
         self.random_offset_ = draw_phases(m, seed=rng) if est.kind.random_phase else None
         self.A_ = a
-        for name in est.kernel.param_names:  # gamma_
-            setattr(self, name + "_", getattr(est.kernel_params, name))
+        for name, value in est.kernel_values().items():  # gamma_
+            setattr(self, name + "_", value)
         self.n_features_in_ = x.shape[1]
         if names is not None:
             self.feature_names_in_ = names

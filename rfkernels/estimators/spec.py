@@ -162,9 +162,12 @@ class Estimator:
         out = {"kernel": self.kernel.name, "kind": self.kind.name,
                "ensemble": self.ensemble.name, "norms": self.norms.name,
                "m": self.m, "d": self.d, "output_dimension": self.feature_dimension}
-        for name in self.kernel.param_names:
-            out[name] = getattr(self.kernel_params, name)
+        out.update(self.kernel_values())
         return out
+
+    def kernel_values(self):
+        """The target kernel's parameters by name (``{"gamma": ...}`` for the Gaussian kernel)."""
+        return {name: getattr(self.kernel_params, name) for name in self.kernel.param_names}
 
 
 def _deprecated_capability(name):
