@@ -212,9 +212,6 @@ class FrozenEstimator:
         self._fitted("mse")
         self._check_inputs(x, population)
         m = self._size(m)
-        if isinstance(x, Geometry):
-            if y is not None:
-                raise ValueError("y must be None when x is a theory.Geometry (it holds the pairs)")
         return exact_mse(x, y, m, self._spec_for(m), log=log, population=population,
                          vectors=vectors)
 

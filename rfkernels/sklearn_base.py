@@ -211,8 +211,7 @@ def pair_errors(x, y, m, est):
         cols = slice(lo, None) if y is None else slice(None)
         a, b = np.broadcast_arrays(x[lo:hi, None, :], other[None, cols, :])
         geom = geometry(a, b)
-        vectors = (a, b) if est.kind.theory_needs_vectors else None
-        mse[lo:hi, cols] = exact_mse(geom, None, m, est, vectors=vectors)
+        mse[lo:hi, cols] = exact_mse(geom, None, m, est, vectors=(a, b))  # read where the kind needs them
         log_k[lo:hi, cols] = kernel_log_value(geom, est)
         if y is None:
             mse[lo:, lo:hi] = mse[lo:hi, lo:].T
