@@ -12,6 +12,7 @@ reason when absent.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -351,10 +352,12 @@ def estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=
 
 
 #: The choices :func:`estimator` defaults to, which an entry point given an :class:`Estimator` must leave out.
-LEFT_OUT = {"ensemble": "iid", "norms": "chi", "kernel": "softmax"}
+LEFT_OUT = {name: inspect.signature(estimator).parameters[name].default
+            for name in ("ensemble", "norms", "kernel")}
 
 
-def as_estimator(kind, *, ensemble="iid", norms="chi", kernel="softmax", m=None, d=None,
+def as_estimator(kind, *, ensemble=LEFT_OUT["ensemble"], norms=LEFT_OUT["norms"],
+                 kernel=LEFT_OUT["kernel"], m=None, d=None,
                  batch=False, **values):
     """``kind`` itself when it is an :class:`Estimator`, else :func:`estimator` of the choices.
 
