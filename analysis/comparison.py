@@ -28,6 +28,7 @@ from rfkernels.validation import (
     check_int,
     seed_sequence,
 )
+from rfkernels.workers import map_in_order
 
 from .points import (
     DEFAULT_KERNEL,
@@ -533,23 +534,5 @@ def bias_audit(d=16, m=16, *, norm_u=1.0, directions=None, trials=20_000, seed=0
                 "norm_u": norm_u, "trials": trials, "relative_bias": float(rel.mean()),
                 "stderr": float(se), "z": float(z), "biased": bool(abs(z) > Z_THRESHOLD)}
 
-    # Every point draws from its own seed, so they run on this process's threads
-    # (NumPy's QR, draws and array arithmetic release the GIL) with the same numbers
-    # in the same order as one after the other.
-    threads = min(_audit_threads(), len(points))
-    if threads <= 1:
-        return [audit(p) for p in points]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads, thread_name_prefix="rfkernels-bias-audit") as pool:
-        return list(pool.map(audit, points))
-
-
-def _audit_threads():
-    """Threads :func:`bias_audit` may use: Numba's (the figures' pools set it per worker)."""
-    try:
-        import numba
-
-        return max(1, int(numba.get_num_threads()))
-    except Exception:  # noqa: BLE001 - no Numba: one thread
-        return 1
+    # Every point draws from its own seed: on this process's threads, the same numbers in order.
+    return map_in_order(audit, points, name="rfkernels-bias-audit")

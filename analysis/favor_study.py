@@ -6,6 +6,7 @@ whose docstring describes the inputs, the findings and the seeds.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -20,11 +21,13 @@ from rfkernels.estimators import check_ensemble, check_kind, check_norms, regist
 from rfkernels.features import feature_dimension
 from rfkernels.projections import draw_projections
 from rfkernels.validation import (
+    available_memory,
     check_bool,
     check_choice,
     check_int,
     check_memory,
 )
+from rfkernels.workers import map_in_order, thread_count
 
 from .attention_data import (
     check_ensembles,
@@ -46,6 +49,17 @@ from .attention_data import (
 from .lean_favor import LeanFavor, lean_kinds, one_blas_thread
 
 __all__ = ["attention_mse"]
+
+
+def _serialised(fn):
+    """``fn`` called under a lock: a progress callback that threads share."""
+    lock = threading.Lock()
+
+    def call(*args):
+        with lock:
+            fn(*args)
+
+    return call
 
 
 def study_kinds():
@@ -182,21 +196,19 @@ def attention_mse(
                      f"an attention study with L={L}, d={d} and m up to {max(ms)}")
 
     grid = [(m, kind, ens) for m in ms for kind in kinds for ens in ensembles]
-    mse = np.full((len(grid), samples), np.nan)
-    n_bad_rows = np.zeros((len(grid), samples))
-    exact_ms = np.empty(samples)
-    t_exact = t_favor = 0.0
 
-    for s in range(samples):
+    def one_sample(s):
+        """(mean square of the exact output, MSE and non-positive rows per grid cell, seconds)."""
         q, k, v = (xp.asarray(a) for a in study_inputs(L, d, s, input_scale=scale, seed=entropy))
         t0 = time.perf_counter()
         exact = softmax_attention(q, k, v, causal=causal)
-        exact_ms[s] = float(xp.mean(exact * exact))
-        t_exact += time.perf_counter() - t0
+        exact_ms = float(xp.mean(exact * exact))
+        t_exact = time.perf_counter() - t0
         if progress is not None:
             progress(1)
         lean = LeanFavor(q, k, v) if (backend == "numpy" and not causal) else None
         lean_ok = lean_kinds()
+        mse, n_bad_rows, t_favor = np.full(len(grid), np.nan), np.zeros(len(grid)), 0.0
         with one_blas_thread():
             for g, (m, kind, ens) in enumerate(grid):
                 key = (SPAWN_PROJECTIONS, s, m, seed_index("kind", kind), seed_index("ensemble", ens))
@@ -214,11 +226,28 @@ def attention_mse(
                                           **fitted)
                     output, n_bad = res.output, res.n_nonpositive_denominators
                 err = output - exact
-                mse[g, s] = float(xp.mean(err * err))
+                mse[g] = float(xp.mean(err * err))
                 t_favor += time.perf_counter() - t0
-                n_bad_rows[g, s] = n_bad
+                n_bad_rows[g] = n_bad
                 if progress is not None:
                     progress(1)
+        return exact_ms, mse, n_bad_rows, t_exact, t_favor
+
+    # The samples are independent (each its own inputs and projections): on NumPy they run
+    # on this process's threads, as many as memory allows, with the numbers of the loop.
+    threads = 1
+    if backend == "numpy":
+        memory = available_memory()
+        fit = thread_count() if memory is None else int(0.8 * memory // attention_bytes(L, d, max(ms)))
+        threads = max(1, min(thread_count(), fit))
+    if progress is not None and threads > 1:
+        progress = _serialised(progress)
+    done = map_in_order(one_sample, range(samples), threads, name="rfkernels-attention-study")
+    exact_ms = np.array([r[0] for r in done])
+    mse = np.stack([r[1] for r in done], axis=1)
+    n_bad_rows = np.stack([r[2] for r in done], axis=1)
+    t_exact = sum(r[3] for r in done)
+    t_favor = sum(r[4] for r in done)
 
     rows = []
     for g, (m, kind, ens) in enumerate(grid):

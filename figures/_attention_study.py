@@ -22,6 +22,7 @@ import numpy as np
 from rfkernels import feature_dimension
 from rfkernels.analysis import attention_mse, attention_mse_first_order, study_inputs
 from rfkernels.analysis.attention import DEFAULT_ENSEMBLES, DEFAULT_KINDS
+from rfkernels.workers import map_in_order
 
 FULL = {"L": 4096, "d": 16, "m_values": [2, 4, 8, 16, 32, 64, 128, 256], "samples": 15,
         "scales": (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
@@ -70,15 +71,19 @@ def theory(quick, seed, scale):
     key = (bool(quick), seed, float(scale))
     if key not in _THEORY:
         cfg = settings(quick)
+
+        def per_row(job):  # one kind on one input: independent, on this process's threads
+            kind, s = job
+            q, k, v = study_inputs(cfg["L"], cfg["d"], s, input_scale=scale, seed=seed)
+            return attention_mse_first_order(q, k, v, 1, kind, queries=cfg["theory_rows"],
+                                             seed=np.random.SeedSequence(seed, spawn_key=(2, s))).per_row
+
+        inputs = range(cfg["theory_inputs"])
+        jobs = [(kind, s) for kind in DEFAULT_KINDS for s in inputs]
+        done = dict(zip(jobs, map_in_order(per_row, jobs, name="rfkernels-attention-theory")))
         out = {}
         for kind in DEFAULT_KINDS:
-            per_row = []
-            for s in range(cfg["theory_inputs"]):
-                q, k, v = study_inputs(cfg["L"], cfg["d"], s, input_scale=scale, seed=seed)
-                res = attention_mse_first_order(q, k, v, 1, kind, queries=cfg["theory_rows"],
-                                                seed=np.random.SeedSequence(seed, spawn_key=(2, s)))
-                per_row.append(res.per_row)
-            rows = np.concatenate(per_row)
+            rows = np.concatenate([done[kind, s] for s in inputs])
             out[kind] = (float(rows.mean()), float(rows.std(ddof=1) / np.sqrt(rows.size)))
         _THEORY[key] = out
     return _THEORY[key]

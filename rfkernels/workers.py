@@ -7,6 +7,10 @@ parent dies (``prctl(PR_SET_PDEATHSIG)``) and, everywhere, starts a thread
 that ends the worker once its parent pid changes. Used by the sweep's pool
 (:mod:`rfkernels.analysis.sweep.executors`) and the figures' pool
 (:mod:`rfkernels.figures`).
+
+Threads. :func:`map_in_order` runs independent items of one computation
+(each owning its randomness) on this process's threads, :func:`thread_count`
+of them, with the same numbers in the same order as a loop.
 """
 
 from __future__ import annotations
@@ -29,6 +33,43 @@ def usable_cpus():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def thread_count():
+    """Threads a parallel section of this process may use: Numba's thread count.
+
+    Numba's default is the usable CPUs (or ``NUMBA_NUM_THREADS``); the
+    figures' pool sets it per worker (its CPUs over its workers).
+    """
+    try:
+        import numba
+
+        return max(1, int(numba.get_num_threads()))
+    except Exception:  # noqa: BLE001 - no working Numba: one thread
+        return 1
+
+
+def map_in_order(fn, items, threads=None, name="rfkernels"):
+    """``[fn(item) for item in items]`` on up to ``threads`` threads (default :func:`thread_count`).
+
+    For work that releases the GIL (NumPy, BLAS, LAPACK, Numba) and whose
+    items are independent, each drawing from its own seed: the results are
+    those of the loop, in its order. While more than one thread runs, BLAS
+    is limited to one thread (:mod:`threadpoolctl`), so that the threads do
+    not oversubscribe the CPUs. An exception of one item is raised after
+    the items already running end.
+    """
+    items = list(items)
+    threads = min(thread_count() if threads is None else int(threads), len(items))
+    if threads <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), \
+            ThreadPoolExecutor(threads, thread_name_prefix=name) as pool:
+        return list(pool.map(fn, items))
 
 
 def die_with_parent(name="rfkernels-watch-parent", poll=PARENT_POLL):
