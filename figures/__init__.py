@@ -19,7 +19,9 @@ default run within 15 s. A figure that shares computations with others
 (``shared(quick, seed)``: the attention study's tables and theory lines,
 :class:`rfkernels.figures._attention_study.Part`) declares its own work
 only; each part has its budget, counted (and measured) for the first
-figure in report order that needs it: :func:`budget`.
+figure in report order that needs it: :func:`budget`. On a pool, the
+engine's kernels that are not yet in Numba's disk cache are parts too,
+compiled once up front (:mod:`rfkernels.figures._kernels`).
 """
 
 from __future__ import annotations
@@ -147,8 +149,11 @@ def _make(modules, needs, out_dir, quick, seed, progress, workers):
 
     with interrupts() as guard:
         if workers > 1:
+            from ._kernels import pending
             from ._pool import make_on_pool
 
+            # the engine's kernels not yet cached: parts of their own, compiled once up front
+            needs = {n: needs[n] + pending(m) for n, m in modules.items()}
             return make_on_pool(modules, needs, out_dir, quick=quick, seed=seed, progress=progress,
                                 workers=workers, check=guard.check)
         results = {}

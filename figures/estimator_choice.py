@@ -63,6 +63,8 @@ SERIES = {"favor_orthogonal": ("positive", "orthogonal", "chi"),
           "saderf_fitted": ("saderf", "orthogonal", "chi"),
           "antithetic": ("positive", "orthogonal", "antithetic"),
           "simplex": ("positive", "simplex", "chi")}
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = tuple(SERIES.values())
 LABELS = {"favor_orthogonal": "FAVOR+, orthogonal",
           "oprf_fitted": "OPRF (one A fitted on the bin), orthogonal",
           "saderf_fitted": "SADERF (fitted on the bin), orthogonal",

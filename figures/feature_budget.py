@@ -51,6 +51,11 @@ def _sampled(kind, ensemble):
     return kind in engine.REDUCED_KINDS and ensemble in engine.REDUCED_ENSEMBLES
 
 
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = tuple((kind, ensemble, "chi") for kind, ensemble in
+                (*((kind, "orthogonal") for kind in KINDS), *BEYOND_MC) if _sampled(kind, ensemble))
+
+
 def compute(quick=False, seed=0, progress=None):
     angles = np.linspace(0.0, np.pi, 181)
     geom = theory.geometry_from_angle(D, NORM, NORM, angles)

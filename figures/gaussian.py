@@ -70,6 +70,9 @@ WORK = {"numba": {False: 3_200_000, True: 10**9}, "numpy": {False: 400_000, True
 #: The Monte Carlo backend per (kind, ensemble): Numba where another figure compiles the kernel.
 BACKENDS = {("trig", "simplex"): "numpy"}
 DEFAULT_BACKEND = "numba"
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = tuple((kind, ensemble, "chi") for kind, ensemble in SERIES
+                if BACKENDS.get((kind, ensemble), DEFAULT_BACKEND) == "numba")
 #: Panel (b): the orthogonal dimensions (r = d), the t grid, the Monte Carlo points.
 RATIO_DIMS = (2, 4, 16)
 T_RANGE = (1e-2, 1e2)

@@ -17,6 +17,8 @@ TITLE = "MSE against the angle, three estimators, iid and orthogonal"
 BUDGET = {False: 8.0, True: 1.5}
 D, M, NORM = 16, 16, 0.5
 KINDS = ("positive", "hyperbolic", "trig")
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = tuple((kind, ensemble, "chi") for kind in KINDS for ensemble in ("iid", "orthogonal"))
 
 
 def compute(quick=False, seed=0, progress=None):

@@ -23,6 +23,8 @@ TITLE = "Theory vs Monte Carlo against m (log-log), each estimator"
 BUDGET = {False: 14.0, True: 2.0}
 D, NORM, ANGLE = 16, 0.5, np.pi / 3
 KINDS = ("positive", "hyperbolic", "trig")
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = tuple((kind, ensemble, "chi") for kind in KINDS for ensemble in ("iid", "orthogonal"))
 
 
 def compute(quick=False, seed=0, progress=None):

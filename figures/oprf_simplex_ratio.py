@@ -59,6 +59,11 @@ def mc_method(kind, ensemble):
     return "reduced" if ok else "literal"
 
 
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = tuple((kind, ensemble, "chi") for kind, ensemble in MC_SERIES
+                if mc_method(kind, ensemble) == "reduced")
+
+
 def _geometry(d, s):
     s = np.asarray(s, dtype=float)
     return theory.Geometry(np.full(s.shape, float(d)), s / 4.0, s, np.zeros(s.shape))

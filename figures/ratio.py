@@ -22,6 +22,8 @@ TITLE = "Figure 2 (paper): MSE ratio trig / positive over angle and length"
 BUDGET = {False: 6.0, True: 2.5}
 SLICE_L = 1.0
 D = 2  # the iid MSEs do not depend on d beyond the geometry
+#: (kind, ensemble, norms) of the engine kernels its Monte Carlo points run (figures._kernels).
+KERNELS = (("trig", "iid", "chi"), ("positive", "iid", "chi"))
 
 
 def log_ratio(length, angle):

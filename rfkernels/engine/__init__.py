@@ -136,11 +136,14 @@ from .dispatch import (
     DEFAULT_CHUNK,
     Engine,
     check_reduced,
+    compile_kernel,
     default_chunk,
     engine_bytes,
     engine_namespace,
     estimate_chunks,
     gpu_kernel_available,
+    kernel_key,
+    kernel_pending,
 )
 
 __all__ = [
@@ -165,6 +168,7 @@ __all__ = [
     "Normalisation",
     "Tilt",
     "check_reduced",
+    "compile_kernel",
     "default_chunk",
     "direction_peak",
     "engine_bytes",
@@ -172,6 +176,8 @@ __all__ = [
     "estimate_chunks",
     "fixed_order_sum",
     "gpu_kernel_available",
+    "kernel_key",
+    "kernel_pending",
     "normalisation",
     "normalised_estimates",
     "oprf_constants",

@@ -69,6 +69,7 @@ from .kernel_args import (  # noqa: F401  (re-exported: the kernels' argument co
     TRIG,
     KIND_CODES,
     constants_args,
+    cpu_kernel_key,
     kind_entry,
     kind_id,
     tilt_params,
@@ -665,7 +666,7 @@ def kernel_for(ensemble, chi, kind, coupled=False):
     if int(ensemble) not in ENSEMBLE_CODES:
         raise ValueError(f"ensemble must be one of the codes {sorted(ENSEMBLE_CODES)}; "
                          f"got {ensemble!r}")
-    key = (int(ensemble), bool(chi), bool(coupled), kind_id(entry))
+    key = cpu_kernel_key(ensemble, chi, entry, coupled)
     if key not in _KERNELS:
         _KERNELS[key] = _make_kernel(int(ensemble), bool(chi), bool(coupled), entry.needs_squared_norms,
                                      entry.symmetric_tilt, kind_id(entry), entry.scalar_terms)
@@ -761,6 +762,23 @@ def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf
               "cached for later runs) ...", file=sys.stderr, flush=True)
     _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf, tilt,
                               weights, table)
+
+
+def warm_kernel(ensemble, chi, kind, coupled=False):
+    """Compile the kernel :func:`kernel_for` returns, or load it from the disk cache; True if it compiled.
+
+    Runs it on no trials with the argument types of a real call, so that the
+    next call of any size finds it compiled (a pool compiles each kernel
+    once, up front, this way). No notice is printed.
+    """
+    dispatcher = kernel_for(ensemble, chi, kind, coupled)
+    pending = compile_pending(dispatcher)
+    entry = kind_entry(kind)
+    _reduced_estimates_kernel(np.uint32(0), np.uint32(0), np.uint64(0), np.int64(2), np.int64(2),
+                              ensemble, chi, entry, 0.0, np.empty(0),
+                              oprf=(0.0, 0.0, 0.0) if entry.param_names else None,
+                              table=NO_TABLE if coupled else None)
+    return pending
 
 
 def _flush_if_dependencies_changed(dispatcher=None):

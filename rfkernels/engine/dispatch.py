@@ -101,6 +101,48 @@ def check_reduced(kind, ensemble):
     estimator(kind, ensemble=ensemble).supports.reduced.require()
 
 
+def _kernel_of(kind, ensemble, norms):
+    """``(ensemble code, chi, kind entry, coupled)``: the CPU kernel's key of an estimator."""
+    est = estimator(kind, ensemble=ensemble, norms=norms)
+    est.supports.reduced.require()
+    return est.ensemble.code, est.norms.chi, est.kind, est.norms.coupled
+
+
+def kernel_pending(kind, ensemble="iid", norms="chi"):
+    """Whether the Numba kernel the reduced engine runs for this estimator still has to compile.
+
+    False once it is compiled in this process or stored in Numba's disk cache.
+    """
+    from .cpu import compile_pending, kernel_for
+
+    return compile_pending(kernel_for(*_kernel_of(kind, ensemble, norms)))
+
+
+def kernel_key(kind, ensemble="iid", norms="chi"):
+    """A hashable name of the Numba kernel the reduced engine runs for this estimator.
+
+    Equal for estimators that share one kernel (trig and offset, whose
+    random phase is an argument).
+    """
+    from .kernel_args import cpu_kernel_key
+
+    return cpu_kernel_key(*_kernel_of(kind, ensemble, norms))
+
+
+def compile_kernel(kind, ensemble="iid", norms="chi"):
+    """Compile the Numba kernel the reduced engine runs for this estimator (or load it from the cache).
+
+    Returns True if it compiled. One kernel serves every m, d, pair and
+    proposal of the estimator (and kinds that share their terms, as trig
+    and offset do): a pool of processes compiles each kernel once, up front
+    and in parallel, and the processes that then run it load it from Numba's
+    disk cache.
+    """
+    from .cpu import warm_kernel
+
+    return warm_kernel(*_kernel_of(kind, ensemble, norms))
+
+
 class Engine:
     """The reduced Monte Carlo engine of one estimator on one backend, chosen once per run.
 

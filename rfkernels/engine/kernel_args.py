@@ -74,6 +74,11 @@ def kind_id(kind):
 _KIND_IDS = {}
 
 
+def cpu_kernel_key(ensemble, chi, kind, coupled=False):
+    """``(ensemble code, chi, coupled, kind_id)``: one compiled CPU kernel per key."""
+    return int(ensemble), bool(chi), bool(coupled), kind_id(kind_entry(kind))
+
+
 def tilt_params(tilt, weights, out):
     """``(symmetric, tp, weights)`` for the kernels: :class:`rfkernels.engine.Tilt` as plain values.
 
