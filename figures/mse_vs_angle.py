@@ -1,4 +1,7 @@
-"""MSE against the angle between x and y, for the three estimators at fixed |x|, |y|."""
+"""MSE against the angle between x and y, for the three estimators at fixed |x|, |y|.
+Trials: 250,000 per point (1,000,000 until issue 37: the 95% intervals, at most
+±2.3% of the value, are still shorter than a marker on the log axis).
+"""
 
 from __future__ import annotations
 

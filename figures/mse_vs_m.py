@@ -5,6 +5,8 @@ hence the kinks at multiples of d) and, for positive features with m <= d,
 Theorem 2's bound. Markers: Monte Carlo with 95% intervals, iid and
 orthogonal; hollow where the tail diagnostic says the interval cannot be
 trusted.
+Trials: 250,000 per point (1,000,000 until issue 37: the 95% intervals, at most
+±2.7% of the value, are still shorter than a marker on these log axes).
 """
 
 from __future__ import annotations

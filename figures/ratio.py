@@ -5,6 +5,8 @@ their ratio depends on (l, φ) only:
 ``r = (1 - e^{-t})² / (2 SM⁴ (1 - e^{-s}))`` with ``s = 2l²(1 + cos φ)``,
 ``t = 2l²(1 - cos φ)``, ``SM = e^{l² cos φ}``. The map is symmetric in l and
 in φ, and is drawn over l ∈ [-2, 2], φ ∈ [-π, π] as in the paper.
+Trials: 250,000 per Monte Carlo point (1,000,000 until issue 37: the 95%
+intervals of the ratio, at most ±1.8%, stay shorter than a marker).
 """
 
 from __future__ import annotations
