@@ -20,7 +20,7 @@ from ._common import paper_style, save
 NAME = "orthogonality_gain"
 TITLE = "Orthogonality gain MSE_orth / MSE_iid against d"
 #: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
-BUDGET = {False: 1.5, True: 1.5}
+BUDGET = {False: 2.0, True: 2.0}
 M_OVER_D = (0.25, 0.5, 1.0)  # m a multiple of d gives the m = d ratio exactly
 NORM_SUMS = (0.5, 1.5)
 TRIG_NORM_DIFFS = (1.0, 2.5)
