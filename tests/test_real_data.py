@@ -192,3 +192,16 @@ def test_csv_files_are_written(tmp_path, quick, monkeypatch):
                             "real_data_exact_model.csv", "real_data_agreement.csv"])
     head = (tmp_path / "real_data_agreement.csv").read_text().splitlines()[0]
     assert head == "dataset,r,lowest_gram_error,best_score,score_gap,gap_se,verdict"
+
+
+def test_the_figure_has_the_same_numbers_whatever_the_blas_threads(quick):
+    """Alone (the process's BLAS threads, here 2) and on a pool's worker (1): the same bytes."""
+    from threadpoolctl import threadpool_limits
+
+    from rfkernels.figures import figure_module
+
+    runs = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            runs.append(figure_module("real_data").compute(quick=True, seed=0))
+    assert runs[0] == runs[1] == quick
