@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,6 +61,59 @@ def _serialised(fn):
             fn(*args)
 
     return call
+
+
+@dataclass(frozen=True)
+class _Study:
+    """One attention study's settings; :meth:`sample` is the work of one random input."""
+
+    L: int
+    d: int
+    scale: float
+    entropy: object
+    causal: bool
+    nonpositive: str
+    backend: str
+    norms: str
+    grid: list
+    progress: object
+    xp: object
+
+    def sample(self, s):
+        """(mean square of the exact output, MSE and non-positive rows per grid cell, seconds)."""
+        xp, progress, grid = self.xp, self.progress, self.grid
+        q, k, v = (xp.asarray(a) for a in study_inputs(self.L, self.d, s, input_scale=self.scale,
+                                                      seed=self.entropy))
+        t0 = time.perf_counter()
+        exact = softmax_attention(q, k, v, causal=self.causal)
+        exact_ms = float(xp.mean(exact * exact))
+        t_exact = time.perf_counter() - t0
+        if progress is not None:
+            progress(1)
+        lean = LeanFavor(q, k, v) if (self.backend == "numpy" and not self.causal) else None
+        lean_ok = lean_kinds()
+        mse, n_bad_rows, t_favor = np.full(len(grid), np.nan), np.zeros(len(grid)), 0.0
+        with one_blas_thread():
+            for g, (m, kind, ens) in enumerate(grid):
+                key = (SPAWN_PROJECTIONS, s, m, seed_index("kind", kind), seed_index("ensemble", ens))
+                w = draw_projections(m, self.d, ensemble=ens, norms=self.norms, backend=self.backend,
+                                     seed=np.random.SeedSequence(self.entropy, spawn_key=key))
+                t0 = time.perf_counter()
+                if lean is not None and kind in lean_ok:
+                    output, n_bad = lean.output(w, kind, self.nonpositive)
+                else:
+                    param = registry.entry("kind", kind).feature_map.param  # OPRF: A* of the data
+                    fitted = {} if param is None else {param.name: "auto"}
+                    res = favor_attention(q, k, v, w, kind, causal=self.causal,
+                                          nonpositive=self.nonpositive, **fitted)
+                    output, n_bad = res.output, res.n_nonpositive_denominators
+                err = output - exact
+                mse[g] = float(xp.mean(err * err))
+                t_favor += time.perf_counter() - t0
+                n_bad_rows[g] = n_bad
+                if progress is not None:
+                    progress(1)
+        return exact_ms, mse, n_bad_rows, t_exact, t_favor
 
 
 def study_kinds():
@@ -197,42 +251,6 @@ def attention_mse(
 
     grid = [(m, kind, ens) for m in ms for kind in kinds for ens in ensembles]
 
-    def one_sample(s):
-        """(mean square of the exact output, MSE and non-positive rows per grid cell, seconds)."""
-        q, k, v = (xp.asarray(a) for a in study_inputs(L, d, s, input_scale=scale, seed=entropy))
-        t0 = time.perf_counter()
-        exact = softmax_attention(q, k, v, causal=causal)
-        exact_ms = float(xp.mean(exact * exact))
-        t_exact = time.perf_counter() - t0
-        if progress is not None:
-            progress(1)
-        lean = LeanFavor(q, k, v) if (backend == "numpy" and not causal) else None
-        lean_ok = lean_kinds()
-        mse, n_bad_rows, t_favor = np.full(len(grid), np.nan), np.zeros(len(grid)), 0.0
-        with one_blas_thread():
-            for g, (m, kind, ens) in enumerate(grid):
-                key = (SPAWN_PROJECTIONS, s, m, seed_index("kind", kind), seed_index("ensemble", ens))
-                w = draw_projections(
-                    m, d, ensemble=ens, norms=norms, backend=backend,
-                    seed=np.random.SeedSequence(entropy, spawn_key=key),
-                )
-                t0 = time.perf_counter()
-                if lean is not None and kind in lean_ok:
-                    output, n_bad = lean.output(w, kind, nonpositive)
-                else:
-                    param = registry.entry("kind", kind).feature_map.param  # OPRF: A* of the data
-                    fitted = {} if param is None else {param.name: "auto"}
-                    res = favor_attention(q, k, v, w, kind, causal=causal, nonpositive=nonpositive,
-                                          **fitted)
-                    output, n_bad = res.output, res.n_nonpositive_denominators
-                err = output - exact
-                mse[g] = float(xp.mean(err * err))
-                t_favor += time.perf_counter() - t0
-                n_bad_rows[g] = n_bad
-                if progress is not None:
-                    progress(1)
-        return exact_ms, mse, n_bad_rows, t_exact, t_favor
-
     # The samples are independent (each its own inputs and projections): on NumPy they run
     # on this process's threads, as many as memory allows, with the numbers of the loop.
     threads = 1
@@ -242,7 +260,8 @@ def attention_mse(
         threads = max(1, min(thread_count(), fit))
     if progress is not None and threads > 1:
         progress = _serialised(progress)
-    done = map_in_order(one_sample, range(samples), threads, name="rfkernels-attention-study")
+    study = _Study(L, d, scale, entropy, causal, nonpositive, backend, norms, grid, progress, xp)
+    done = map_in_order(study.sample, range(samples), threads, name="rfkernels-attention-study")
     exact_ms = np.array([r[0] for r in done])
     mse = np.stack([r[1] for r in done], axis=1)
     n_bad_rows = np.stack([r[2] for r in done], axis=1)

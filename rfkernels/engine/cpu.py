@@ -745,40 +745,23 @@ def compile_pending(dispatcher=None):
 
 
 def reduced_estimates(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf=None, tilt=None,
-                      weights=None, table=None):
+                      weights=None, table=None, notice=True):
     """Fill ``out`` with the normalised estimates of trials ``base .. base + len(out) - 1``.
 
     With ``tilt`` (a :class:`rfkernels.engine.Tilt`) the trials come from
     that proposal and ``weights`` receives their weights. Runs the parallel
     kernel; before its first compilation in a process with an empty cache,
-    one line saying so goes to stderr, so a first run is not mistaken for a
-    hang.
+    one line saying so goes to stderr (unless ``notice`` is False), so a
+    first run is not mistaken for a hang.
     """
     constants_args(kind, length, oprf)
     tilt_params(tilt, weights, out)
     kernel_for(ensemble, chi, kind, table is not None)
-    if compile_pending():
+    if notice and compile_pending():
         print(f"rfkernels: compiling the Numba Monte Carlo kernel once ({COLD_COMPILE_NOTE}; "
               "cached for later runs) ...", file=sys.stderr, flush=True)
     _reduced_estimates_kernel(k0, k1, base, m, d, ensemble, chi, kind, length, out, oprf, tilt,
                               weights, table)
-
-
-def warm_kernel(ensemble, chi, kind, coupled=False):
-    """Compile the kernel :func:`kernel_for` returns, or load it from the disk cache; True if it compiled.
-
-    Runs it on no trials with the argument types of a real call, so that the
-    next call of any size finds it compiled (a pool compiles each kernel
-    once, up front, this way). No notice is printed.
-    """
-    dispatcher = kernel_for(ensemble, chi, kind, coupled)
-    pending = compile_pending(dispatcher)
-    entry = kind_entry(kind)
-    _reduced_estimates_kernel(np.uint32(0), np.uint32(0), np.uint64(0), np.int64(2), np.int64(2),
-                              ensemble, chi, entry, 0.0, np.empty(0),
-                              oprf=(0.0, 0.0, 0.0) if entry.param_names else None,
-                              table=NO_TABLE if coupled else None)
-    return pending
 
 
 def _flush_if_dependencies_changed(dispatcher=None):

@@ -138,9 +138,15 @@ def compile_kernel(kind, ensemble="iid", norms="chi"):
     and in parallel, and the processes that then run it load it from Numba's
     disk cache.
     """
-    from .cpu import warm_kernel
+    from .cpu import NO_TABLE, compile_pending, kernel_for, reduced_estimates
 
-    return warm_kernel(*_kernel_of(kind, ensemble, norms))
+    code, chi, entry, coupled = _kernel_of(kind, ensemble, norms)
+    pending = compile_pending(kernel_for(code, chi, entry, coupled))
+    # no trials, with the argument types of a real call: the signature a run then finds compiled
+    reduced_estimates(np.uint32(0), np.uint32(0), np.uint64(0), np.int64(2), np.int64(2), code, chi,
+                      entry, 0.0, np.empty(0), oprf=(0.0, 0.0, 0.0) if entry.param_names else None,
+                      table=NO_TABLE if coupled else None, notice=False)
+    return pending
 
 
 class Engine:
