@@ -19,7 +19,7 @@ import pytest
 from rfkernels.analysis.diagnosis import study as diagnosis_module
 from rfkernels import theory
 from rfkernels.analysis import attention_mse_first_order, diagnose
-from rfkernels.analysis.diagnosis import R_MAX, SLOPE_MIN, advise
+from rfkernels.analysis.diagnosis import EXTRAPOLATE_MAX, R_MAX, SLOPE_MIN, advise
 from rfkernels.estimators import registry
 from rfkernels.features import feature_dimension, oprf_auto_a
 
@@ -610,7 +610,7 @@ def test_advice_interpolates_a_one_over_r_curve(kind, c):
 @pytest.mark.parametrize("kind, c", [("positive", 1.0), ("positive", 3.3), ("trig", 1.01)])
 def test_advice_extrapolates_a_one_over_r_curve(kind, c):
     target = 0.001
-    ms = (4, 16) if kind == "positive" else (2, 8)  # r = 4, 16: not reached (c/16 > target)
+    ms = (4, 64) if kind == "positive" else (2, 8)  # r = 4, 64 / 4, 16: not reached (c/r > target)
     adv = advise(_curve(kind, ms, lambda r: c / r), target)
     b = _budget(adv, kind)
     exact = c / target
@@ -632,8 +632,13 @@ def test_advice_unreachable_for_a_flat_or_slowly_falling_curve():
     assert 16 * (1e-6 / (0.5 * 16 ** -0.2)) ** (1 / -0.2) > R_MAX
     b = _budget(advise(steep_but_far, 1e-6), "positive")
     assert b["r_needed"] is None and b["how"] == "unreachable", b
-    # ... while the same curve with a reachable target is extrapolated
-    assert _budget(advise(steep_but_far, 0.1), "positive")["how"] == "extrapolated"
+    # ... as is one whose target lies more than EXTRAPOLATE_MAX times beyond the grid, said so
+    far = _budget(advise(steep_but_far, 0.1), "positive")  # r = 16 * 194
+    assert far["r_needed"] is None and far["how"] == "unreachable"
+    assert far["note"].startswith("not reachable at any practical r: at the local slope -0.20")
+    assert f"more than {EXTRAPOLATE_MAX} times the largest r measured (16)" in far["note"]
+    # ... while the same curve with a target within the limit is extrapolated (r = 16 * 25.7)
+    assert _budget(advise(steep_but_far, 0.15), "positive")["how"] == "extrapolated"
 
 
 def test_advice_budget_order_and_worse_than_uniform_at():

@@ -62,3 +62,20 @@ def test_an_empty_text_is_refused(tmp_path, capsys):
                  "--out", str(tmp_path / "o")]) == 2
     assert "is empty" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o")
+
+
+def test_a_heavy_tailed_comparison_is_unresolved_not_within_2_se():
+    """MiniLM's heads put trig features far in the tail: the report says so, not 'within 2 se'."""
+    from rfkernels.analysis import diagnose
+    from rfkernels.models import load
+
+    cap = load().capture(default_text())
+    res = diagnose(cap.q[:2], cap.k[:2], cap.v[:2], m=[16, 64], draws=4, queries=128, pairs=2000,
+                   kinds=["trig"], ensembles=["iid"])
+    rows = [r for r in res.summary if r["kind"] == "trig"]
+    assert all(r["attention_mse_stderr"] > r["attention_mse"] / 3 for r in rows)  # the premise
+    md = res.to_markdown({})
+    assert "**unresolved** against uniform attention at m = 16, 64" in md
+    assert "heavy-tail regime" in md and "within 2 se of uniform" not in md
+    advice = {b["kind"]: b for b in res.advice["budget"]}["trig"]
+    assert advice["r_needed"] is None and advice["how"] == "unreachable"

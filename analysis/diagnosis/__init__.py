@@ -71,7 +71,7 @@ and CSV) and :mod:`~rfkernels.analysis.diagnosis.inputs` (a user's ``.npz`` or
 ``.npy`` files, synthetic inputs).
 """
 
-from .advice import DEFAULT_TARGET, R_MAX, SLOPE_MIN, advise, pool_heads
+from .advice import DEFAULT_TARGET, EXTRAPOLATE_MAX, R_MAX, SLOPE_MIN, advise, pool_heads
 from .inputs import SYNTHETIC_GAINS, LoadedQKV, load_qkv, synthetic_qkv
 from .report import CSV_COLUMNS, markdown_report, null_reason, write_csv
 from .rounding import precision_rows, rounding_errors
@@ -102,6 +102,7 @@ __all__ = [
     "DEFAULT_PRESETS",
     "DEFAULT_QUERIES",
     "DEFAULT_TARGET",
+    "EXTRAPOLATE_MAX",
     "HEAVY_TAIL_U2",
     "NORMALISER_SD_MAX",
     "R_MAX",

@@ -15,7 +15,9 @@ ensemble, and answers:
   two grid points around the first crossing, interpolated in log MSE
   against log r (``"interpolated"``); beyond the grid, extrapolated with
   the local slope of the two largest r when that slope is below
-  :data:`SLOPE_MIN` (``"extrapolated"``: an assumption, said so); else
+  :data:`SLOPE_MIN` and the r it gives is within :data:`EXTRAPOLATE_MAX`
+  times the largest r measured (``"extrapolated"``: an assumption, said
+  so); else
   ``"unreachable"`` (the error does not fall with r on the grid, as in the
   heavy-tail regime). r is rounded up to a whole number of projections.
 - ``best``: at each budget r, the estimators ranked by relative MSE at r
@@ -31,8 +33,8 @@ import numbers
 
 import numpy as np
 
-__all__ = ["DEFAULT_TARGET", "ROUNDING_TIE", "SLOPE_MIN", "advise", "beyond", "check_target",
-           "pool_heads"]
+__all__ = ["DEFAULT_TARGET", "EXTRAPOLATE_MAX", "ROUNDING_TIE", "SLOPE_MIN", "advise", "beyond",
+           "check_target", "pool_heads"]
 
 #: Default target relative attention MSE (a 10% root-mean-square relative error).
 DEFAULT_TARGET = 0.01
@@ -44,6 +46,9 @@ SLOPE_MIN = -0.1
 ROUNDING_TIE = 1e-24
 #: Largest r the advice names (beyond: "unreachable").
 R_MAX = 10 ** 9
+#: An extrapolation is a number only up to this many times the largest r measured (two
+#: decades of r); further it is "not reachable at any practical r", with the slope.
+EXTRAPOLATE_MAX = 100
 
 _KEY = ("preset", "kind", "ensemble")
 
@@ -210,8 +215,10 @@ def _crossing(pts, target, per):
         return None, "unreachable", (f"not reached by r = {r1}, and the error does not fall with r "
                                      f"there (local slope {slope:.2f} of log MSE against log r)")
     r = r1 * (target / e1) ** (1.0 / slope)
-    if r > R_MAX:
-        return None, "unreachable", f"extrapolation with slope {slope:.2f} gives r beyond {R_MAX:g}"
+    if r > min(R_MAX, EXTRAPOLATE_MAX * r1):
+        return None, "unreachable", (f"not reachable at any practical r: at the local slope "
+                                     f"{slope:.2f} it would need more than {EXTRAPOLATE_MAX} times "
+                                     f"the largest r measured ({r1})")
     return _round_up(r, per), "extrapolated", f"beyond r = {r1}, with the local slope {slope:.2f}"
 
 

@@ -17,6 +17,8 @@ import math
 from rfkernels.estimators import registry
 from rfkernels.presets import preset as preset_entry
 
+from .advice import EXTRAPOLATE_MAX
+
 __all__ = ["CSV_COLUMNS", "markdown_report", "null_reason", "write_csv"]
 
 #: Columns of the CSV files, in order (summary rows add ``heads`` and ``heads_worse_than_uniform``).
@@ -184,8 +186,7 @@ def _provenance(diag, provenance):
 
 def _data(diag):
     meta, heads = diag.meta, diag.heads
-    pairs = sum(h["pairs"] for h in heads)
-    heavy = sum(h["heavy_tail_share"] * h["pairs"] for h in heads) / pairs
+    heavy = _heavy_share(diag)
     q50 = [h["u2_quantiles"]["q50"] for h in heads]
     q99 = [h["u2_quantiles"]["q99"] for h in heads]
     exact = sum(h["exact_mean_square"] for h in heads) / len(heads)
@@ -215,6 +216,28 @@ def _data(diag):
     return lines + [""]
 
 
+#: A pooled attention MSE whose standard error is above this share of it is not resolved from 0
+#: at 3 standard errors (a heavy tail): its comparison with uniform attention is "unresolved".
+UNRESOLVED_SE = 1.0 / 3.0
+
+
+def _vs_uniform(row):
+    """'worse', 'better', 'unresolved' (standard error above a third of the MSE) or 'within 2 se'."""
+    if row["worse_than_uniform"]:
+        return "worse"
+    if row["better_than_uniform"]:
+        return "better"
+    mse, se = row["attention_mse"], row["attention_mse_stderr"]
+    if mse is not None and se is not None and se > UNRESOLVED_SE * mse:
+        return "unresolved"
+    return "within 2 se"
+
+
+def _heavy_share(diag):
+    pairs = sum(h["pairs"] for h in diag.heads)
+    return sum(h["heavy_tail_share"] * h["pairs"] for h in diag.heads) / pairs
+
+
 def _verdict(diag):
     lines = ["## Verdict", ""]
     groups = {}
@@ -225,7 +248,8 @@ def _verdict(diag):
         finite = [r for r in rows if r["relative_mse"] is not None]
         best = min(finite, key=lambda r: r["relative_mse"]) if finite else None
         better = [r for r in rows if r["better_than_uniform"]]
-        unclear = [r for r in rows if not r["worse_than_uniform"] and not r["better_than_uniform"]]
+        unclear = [r for r in rows if _vs_uniform(r) == "within 2 se"]
+        unresolved = [r for r in rows if _vs_uniform(r) == "unresolved"]
         if len(worse) == len(rows):
             lines.append(f"- **{name}: worse than uniform attention at every m measured** "
                          f"(r = {', '.join(str(r['r']) for r in rows)}). Returning the mean of V "
@@ -239,8 +263,13 @@ def _verdict(diag):
             parts = [f"{label} at m = {', '.join(str(r['m']) for r in group)}"
                      for label, group in (("**worse than uniform attention**", worse),
                                           ("better than uniform attention", better),
-                                          ("within 2 se of uniform attention", unclear))
+                                          ("within 2 se of uniform attention", unclear),
+                                          ("**unresolved** against uniform attention", unresolved))
                      if group]
+            if unresolved:
+                parts[-1] += (" (the standard error is above a third of the MSE: a heavy tail; "
+                              f"{100 * _heavy_share(diag):.1f}% of the sampled pairs are in the "
+                              "heavy-tail regime, per head in the last table)")
             lines.append(f"- **{name}**: " + "; ".join(parts) + ".")
         if best is not None:
             lines[-1] += (f" Lowest relative attention MSE {_num(best['relative_mse'])} at "
@@ -255,8 +284,7 @@ def _summary_table(diag):
     for row in diag.summary:
         fo = ("—" if row["first_order_mse"] is None else
               f"{_num(row['first_order_mse'])} ({_num(row['first_order_valid'])})")
-        vs = ("worse" if row["worse_than_uniform"] else
-              "better" if row["better_than_uniform"] else "within 2 se")
+        vs = _vs_uniform(row)
         lines.append([_name(row), row["m"], row["r"],
                       f"{_num(row['attention_mse'])} ± {_num(row['attention_mse_stderr'], 2)}",
                       _num(row["relative_mse"]), vs, fo,
@@ -278,9 +306,7 @@ def _presets(diag):
         lines.append([row["preset"], f"{row['kind']} {row['ensemble']}", row["m"],
                       _num(row["relative_mse"]), "—" if ref is None else _num(ref["relative_mse"]),
                       _num(row["stabiliser_share_mean"]), _num(row["stabiliser_share_max"]),
-                      row["overflow_draws"],
-                      "worse" if row["worse_than_uniform"] else
-                      "better" if row["better_than_uniform"] else "within 2 se"])
+                      row["overflow_draws"], _vs_uniform(row)])
     header = ["preset", "estimator", "m", "relative MSE", "rfkernels' relative MSE",
               "epsilon share of D (mean)", "(max)", "draws overflowed", "vs uniform"]
     return ["## What the libraries compute", "",
@@ -397,11 +423,14 @@ def markdown_report(diagnosis, provenance=None):
               "averaged over projection draws; ± one standard error over draws (fresh query rows "
               "each draw, so it covers the row sample too).",
               "- *Worse (better) than uniform*: the attention MSE is above (below) uniform "
-              "attention's by more than 2 standard errors; else within 2 se, not distinguishable.",
+              "attention's by more than 2 standard errors; else within 2 se, not distinguishable, "
+              "or *unresolved* where the standard error is above a third of the MSE (a heavy tail: "
+              "the MSE itself is not measured).",
               "- *First order*: the delta-method prediction (iid only), exactly 1/m; flagged valid "
               "where the normalisers' predicted relative standard deviation is at most "
               f"{diagnosis.meta['normaliser_sd_max']:g}.",
               "- *Advice*: curves of relative MSE against r; 'interpolated' between grid points in "
               "log-log, 'extrapolated' beyond the grid with the last local slope (an assumption), "
-              "'unreachable' where the error does not fall with r.", ""]
+              "'unreachable' where the error does not fall with r or would need more than "
+              f"{EXTRAPOLATE_MAX} times the largest r measured.", ""]
     return "\n".join(lines)
