@@ -17,7 +17,7 @@ _COMMANDS: dict = {}
 
 #: Modules of :mod:`rfkernels.commands` that register subcommands, in --help order.
 COMMAND_MODULES = ("check", "mse", "rank", "compare", "sweep", "attention", "capacity", "diagnose",
-                   "figures")
+                   "transplant", "figures")
 
 
 def command(name, help):

@@ -103,17 +103,25 @@ class Model:
         self.encoder.forward(ids, capture=keep)
         return Capture(q, k, v, 1.0 / np.sqrt(self.d_head), tokens, cut)
 
-    def embed(self, texts, attend=softmax_attend):
+    def embed(self, texts, attend=softmax_attend, max_tokens=None):
         """Sentence embeddings (n, hidden): the model's pooling (mean over tokens), then the
-        normalisation its modules.json lists; texts cut at ``max_seq_length`` tokens."""
+        normalisation its modules.json lists; texts cut at ``max_tokens`` tokens (default
+        ``max_seq_length``). ``attend(layer, q, k, v, scale)`` replaces softmax attention."""
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         if not texts:
             raise ValueError("texts is empty")
+        limit = self.max_seq_length if max_tokens is None else min(int(max_tokens), self.positions)
         out = np.empty((len(texts), self.encoder.hidden), dtype=self.dtype)
         for i, t in enumerate(texts):
-            out[i] = self._pool(self.hidden_states(t, self.max_seq_length, attend))
+            out[i] = self._pool(self.hidden_states(t, limit, attend))
         return out[0] if single else out
+
+    def transplant(self, texts, **options):
+        """:func:`rfkernels.models.transplant.transplant` on this model."""
+        from .transplant import transplant
+
+        return transplant(self, texts, **options)
 
     def _pool(self, h):
         if self.pooling.get("pooling_mode_cls_token"):
