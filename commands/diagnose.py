@@ -14,7 +14,11 @@ from every layer and head of a pretrained encoder run on ``--text``
 - ``report.md``: the report for people (:meth:`Diagnosis.to_markdown`);
 - ``diagnosis.csv`` (one row per head, preset, kind, ensemble and m) and
   ``diagnosis_summary.csv`` (pooled over heads);
-- ``diagnosis.png``: :func:`rfkernels.figures.diagnosis.plot_diagnosis`.
+- ``diagnosis.png``: :func:`rfkernels.figures.diagnosis.plot_diagnosis`;
+- ``heads.png``, only where the heads have two leading axes (layer, head),
+  as with ``--model``: :func:`rfkernels.figures.diagnosis.plot_heads`, each
+  head's best relative attention MSE at the largest r, marked where worse
+  than uniform attention, beside its heavy-tail share.
 
 The folder is created if missing. An existing one must hold only earlier
 outputs of this command (its ``diagnosis.json`` says ``"command":
@@ -46,6 +50,9 @@ JSON_NAME = "diagnosis.json"
 COMMAND = "diagnose"
 #: Every file a run writes into ``--out``, in the order written (the sidecar first).
 OUTPUTS = (JSON_NAME, "report.md", "diagnosis.csv", "diagnosis_summary.csv", "diagnosis.png")
+#: Written after :data:`OUTPUTS` only where the heads have two leading axes (layer, head);
+#: a folder holding them is still this command's.
+HEAD_OUTPUTS = ("heads.png",)
 #: Default ``--out``.
 DEFAULT_OUT = "rfkernels-diagnosis"
 #: Prefix of the probe file that checks ``--out`` is writable (removed at once).
@@ -53,7 +60,7 @@ PROBE_PREFIX = ".rfkernels-diagnose-probe."
 
 #: An output of this command, or a temporary file of its atomic writes (".NAME.RANDOM.tmp").
 _OWN = re.compile(r"(?:{0})|\.(?:{0})\.[^/]*\.tmp|{1}[^/]*".format(
-    "|".join(re.escape(n) for n in OUTPUTS), re.escape(PROBE_PREFIX)))
+    "|".join(re.escape(n) for n in OUTPUTS + HEAD_OUTPUTS), re.escape(PROBE_PREFIX)))
 
 #: Why an option of the parsed arguments is null: it was not given, and this is its default.
 _DEFAULTS = {
@@ -63,6 +70,8 @@ _DEFAULTS = {
     "budget": "not given: every r of the grid",
     "dtype": "not given: float64 only",
     "workers": "not given: min(heads, usable CPUs) (meta.workers)",
+    "model": "not given: Q, K and V read from the files",
+    "text": "not given: with --model, scikit-learn's data set descriptions; else not read",
 }
 
 
@@ -296,9 +305,11 @@ def _run_diagnosis(loaded, args):
 
 def _write(folder, diag, provenance):
     """Every output, rendered in memory first, then written atomically; returns the paths."""
-    from ..figures.diagnosis import plot_diagnosis
+    from ..figures.diagnosis import plot_diagnosis, plot_heads
 
-    sidecar = {"command": COMMAND, "files": list(OUTPUTS), "provenance": provenance,
+    grid = len(diag.meta["head_shape"]) == 2  # (layer, head): the heat map too
+    sidecar = {"command": COMMAND, "files": list(OUTPUTS + (HEAD_OUTPUTS if grid else ())),
+               "provenance": provenance,
                **diag.to_dict()}
     texts = {
         JSON_NAME: dumps(sidecar, explain=null_reason, indent=1) + "\n",  # strict JSON
@@ -313,6 +324,8 @@ def _write(folder, diag, provenance):
         paths.append(os.path.join(folder, name))
         atomic_write(paths[-1], text)
     paths.append(plot_diagnosis(diag, os.path.join(folder, "diagnosis.png")))
+    if grid:
+        paths.append(plot_heads(diag, os.path.join(folder, HEAD_OUTPUTS[0])))
     return paths
 
 

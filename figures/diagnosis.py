@@ -19,6 +19,25 @@ the MSE is beyond float64, or the exact output is zero) is not drawn; the
 panel's title says how many were left out. This is not one of the paper's
 figures (:data:`rfkernels.figures.FIGURES`): it has no ``compute``, it draws
 a diagnosis it is given.
+
+:func:`plot_heads` draws a diagnosis whose heads have two leading axes
+(``meta["head_shape"] == [layers, heads]``, as ``rfkernels diagnose --model``
+gives) as a layer x head heat map, one PNG with two panels, rows = layers,
+columns = heads:
+
+(a) each head's best (lowest) relative attention MSE over every (preset,
+    kind, ensemble) at one feature budget r (default: the largest r of the
+    rows), on a log colour scale; a head without a finite value there is
+    grey. The title names the estimator that is best on the most heads. A
+    cross marks the heads where even the best estimator is worse than
+    uniform attention (each row the mean of V: the head's ``uniform_mse``
+    over its exact output's mean square), the legend says so and counts them;
+(b) each head's heavy-tail share: the share of its sampled query-key pairs
+    with :math:`|q' + k'|^2` above ``meta["heavy_tail_u2"]`` (0 to 1, linear
+    colour scale).
+
+Any other head shape (one head, or one or three leading axes) is refused
+with a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -41,7 +60,8 @@ from ._common import (
     paper_style,
 )
 
-__all__ = ["histogram_panel", "plot_diagnosis", "relative_panel"]
+__all__ = ["best_head_panel", "heavy_tail_panel", "histogram_panel", "plot_diagnosis",
+           "plot_heads", "relative_panel"]
 
 #: Colours of kinds without one in :data:`rfkernels.figures._common.KIND_COLOURS`, in turn.
 OTHER_COLOURS = ("#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999")
@@ -170,5 +190,200 @@ def plot_diagnosis(diagnosis, path):
     image = buf.getvalue()
     with naming(path):
         # atomic_write's file object is text; the image bytes go to its binary buffer
+        atomic_write(path, lambda fh: fh.buffer.write(image))
+    return path
+
+
+# ---------------------------------------------------------------------------
+# The layer x head heat map
+# ---------------------------------------------------------------------------
+
+#: Colour of a cell without a finite value.
+BLANK = "0.82"
+
+
+def _grid_shape(diagnosis):
+    """(layers, heads) of a diagnosis whose heads have two leading axes; ValueError otherwise."""
+    shape = list(diagnosis.meta.get("head_shape") or [])
+    if len(shape) != 2:
+        raise ValueError(f"plot_heads draws heads with two leading axes (layer, head); this "
+                         f"diagnosis's head_shape is {shape}")
+    return int(shape[0]), int(shape[1])
+
+
+def _cells(diagnosis, values):
+    """A (layers, heads) float array of ``values`` (flat head number -> value; NaN elsewhere)."""
+    shape = _grid_shape(diagnosis)
+    grid = np.full(shape, np.nan)
+    for head, value in values.items():
+        if value is not None and math.isfinite(value):
+            grid[np.unravel_index(int(head), shape)] = value
+    return grid
+
+
+def _uniform_relative(diagnosis):
+    """Flat head number -> uniform attention's relative MSE (the head's, else its rows')."""
+    out = {}
+    for info in diagnosis.heads:
+        zero = info.get("zero_mse", info.get("exact_mean_square"))
+        if info.get("uniform_mse") is not None and _finite_positive(zero):
+            out[info["head"]] = info["uniform_mse"] / zero
+    for row in diagnosis.rows:
+        if (row["head"] not in out and row.get("uniform_mse") is not None
+                and _finite_positive(row.get("zero_mse"))):
+            out[row["head"]] = row["uniform_mse"] / row["zero_mse"]
+    return out
+
+
+def _best_per_head(diagnosis, r):
+    """Flat head number -> (lowest finite relative MSE at ``r``, its (preset, kind, ensemble))."""
+    best = {}
+    for row in diagnosis.rows:
+        value = row["relative_mse"]
+        if row["r"] == r and _finite_positive(value):
+            if row["head"] not in best or value < best[row["head"]][0]:
+                best[row["head"]] = (value, (row["preset"], row["kind"], row["ensemble"]))
+    return best
+
+
+def _estimator_name(key, presets):
+    preset, kind, ensemble = key
+    return f"{KIND_LABELS.get(kind, kind)}, {ensemble}" + (f" ({preset})" if len(presets) > 1 else "")
+
+
+def _heat_axes(ax, shape):
+    """Rows = layers, columns = heads, integer ticks, no grid."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis, n in ((ax.xaxis, shape[1]), (ax.yaxis, shape[0])):
+        if n <= 24:
+            axis.set_ticks(range(n))
+        else:
+            axis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.grid(False)
+
+
+def _heat(ax, grid, norm, cmap, label):
+    """``grid`` drawn on ``ax`` (NaN cells grey) with its colour bar."""
+    import matplotlib
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    colours = matplotlib.colormaps[cmap].with_extremes(bad=BLANK)
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=colours, norm=norm, aspect="auto",
+                      interpolation="nearest")
+    bar = ax.figure.colorbar(image, ax=ax, label=label, fraction=0.05, pad=0.02)
+    if isinstance(norm, LogNorm) and norm.vmax / norm.vmin < 100:  # label 2, 3, 5 x 10^k too
+        bar.ax.yaxis.set_minor_formatter(LogFormatterSciNotation(minor_thresholds=(2, 0.5)))
+    _heat_axes(ax, grid.shape)
+    return image
+
+
+def best_head_panel(ax, diagnosis, r=None):
+    """Panel (a) of :func:`plot_heads`; returns the legend's handles and labels."""
+    from matplotlib.colors import LogNorm
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib import patheffects
+
+    budgets = sorted({row["r"] for row in diagnosis.rows})
+    if r is None and budgets:
+        r = budgets[-1]
+    if r not in budgets:
+        raise ValueError(f"plot_heads: no rows at r = {r}; the rows' budgets are "
+                         f"{', '.join(map(str, budgets)) or 'none'}")
+    best = _best_per_head(diagnosis, r)
+    grid = _cells(diagnosis, {h: v for h, (v, _) in best.items()})
+    uniform = _cells(diagnosis, _uniform_relative(diagnosis))
+    finite = grid[np.isfinite(grid)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.1, 10.0)
+    if high <= low * 1.01:
+        low, high = low / 3, high * 3
+    _heat(ax, grid, LogNorm(low, high), "viridis",
+          "best relative attention MSE\n(MSE / mean square of the exact output)")
+    worse = np.isfinite(grid) & np.isfinite(uniform) & (grid > uniform)
+    rows, cols = np.nonzero(worse)
+    handles, labels = [], []
+    if rows.size:
+        ax.scatter(cols, rows, marker="x", s=22, c="white", linewidths=1.1,
+                   path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")])
+    handles.append(Line2D([], [], ls="", marker="x", color="white", mec="black", ms=6,
+                          path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")]))
+    labels.append(f"best estimator worse than uniform attention (mean of V): "
+                  f"{rows.size} of {grid.size} heads")
+    blank = int(np.count_nonzero(~np.isfinite(grid)))
+    if blank:
+        handles.append(Patch(facecolor=BLANK, edgecolor="0.5"))
+        labels.append(f"no finite relative MSE at r = {r}: {blank} heads")
+    presets = {key[0] for _, key in best.values()}
+    counts = {}
+    for _, key in best.values():
+        counts[key] = counts.get(key, 0) + 1
+    if counts:
+        top = max(counts, key=counts.get)  # the first in the rows' order on a tie
+        note = (f"most often best: {_estimator_name(top, presets)} "
+                f"({counts[top]} of {grid.size} heads)")
+    else:
+        note = "no estimator has a finite relative MSE here"
+    every = {(row["preset"], row["kind"], row["ensemble"]) for row in diagnosis.rows}
+    here = {(row["preset"], row["kind"], row["ensemble"]) for row in diagnosis.rows
+            if row["r"] == r}
+    ax.set_title(f"(a) best relative attention MSE at r = {r}, over the {len(here)} of "
+                 f"{len(every)} estimators measured there\n{note}", fontsize=8)
+    return handles, labels
+
+
+def heavy_tail_panel(ax, diagnosis):
+    """Panel (b) of :func:`plot_heads`: each head's heavy-tail share."""
+    from matplotlib.colors import Normalize
+
+    shares = {info["head"]: info.get("heavy_tail_share") for info in diagnosis.heads}
+    grid = _cells(diagnosis, shares)
+    _heat(ax, grid, Normalize(0.0, 1.0), "cividis", "heavy-tail share of the sampled pairs")
+    pairs = sorted({info["pairs"] for info in diagnosis.heads})
+    per_head = f"{pairs[0]} pairs per head" if len(pairs) == 1 else \
+        f"{pairs[0]} to {pairs[-1]} pairs per head"
+    finite = grid[np.isfinite(grid)]
+    low, high = (f"{100 * x:.3g}%" for x in (finite.min(), finite.max())) if finite.size else "--"
+    spread = ("; no finite share" if not finite.size else
+              f"; every head {low}" if low == high else f"; heads from {low} to {high}")
+    ax.set_title(f"(b) heavy-tail share: pairs with |q' + k'|² > "
+                 f"{diagnosis.meta['heavy_tail_u2']:g}\n{per_head}{spread}", fontsize=8)
+
+
+def plot_heads(diagnosis, path, r=None):
+    """Draw ``diagnosis``'s heads as a layer x head heat map in one PNG at ``path``; returns the path.
+
+    Parameters
+    ----------
+    diagnosis : rfkernels.analysis.diagnosis.Diagnosis
+        A result of :func:`rfkernels.analysis.diagnose` whose
+        ``meta["head_shape"]`` has two axes (layer, head); any other is
+        refused with a ``ValueError``, before anything is drawn or written.
+    path : str or os.PathLike
+        The PNG file; its folder must exist. Written through
+        :func:`rfkernels.storage.atomic_write`, as :func:`plot_diagnosis`.
+    r : int, optional
+        The feature budget of panel (a) (default: the largest r of the
+        rows); a ``ValueError`` when no row has it.
+    """
+    path = os.fspath(path)
+    layers, heads = _grid_shape(diagnosis)
+    width = min(4.0 + 0.62 * heads, 18.0)
+    height = min(2.3 + 0.3 * layers, 12.0)
+    with paper_style() as plt:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(width, height))
+        try:
+            handles, labels = best_head_panel(left, diagnosis, r)
+            heavy_tail_panel(right, diagnosis)
+            legend_below(left, ncol=len(handles), handles=handles, labels=labels)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+        finally:
+            plt.close(fig)
+    image = buf.getvalue()
+    with naming(path):
         atomic_write(path, lambda fh: fh.buffer.write(image))
     return path

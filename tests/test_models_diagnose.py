@@ -79,3 +79,43 @@ def test_a_heavy_tailed_comparison_is_unresolved_not_within_2_se():
     assert "heavy-tail regime" in md and "within 2 se of uniform" not in md
     advice = {b["kind"]: b for b in res.advice["budget"]}["trig"]
     assert advice["r_needed"] is None and advice["how"] == "unreachable"
+
+
+def test_a_model_run_draws_every_layer_and_head_in_heads_png(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--out", str(out), *SMALL,
+                 "--kind", "positive,trig"]) == 0
+    png = (out / "heads.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    doc = json.loads((out / "diagnosis.json").read_text())
+    assert doc["files"][-2:] == ["diagnosis.png", "heads.png"]
+    assert sorted(os.listdir(out)) == sorted(doc["files"])
+    assert capsys.readouterr().out.splitlines()[-1].endswith(" s")  # the "wrote ..." line
+    # a folder holding the heat map stays this command's: a rerun is accepted
+    from rfkernels.commands.diagnose import check_out_dir
+
+    assert check_out_dir(str(out)) == str(out)
+
+
+def test_heads_png_only_where_the_heads_have_two_axes(tmp_path, capsys):
+    """No heat map of one head or of one head axis: those runs write what they wrote before."""
+    import numpy as np
+
+    from rfkernels.analysis import diagnose, synthetic_qkv
+    from rfkernels.commands.diagnose import OUTPUTS
+    from rfkernels.figures.diagnosis import plot_heads
+
+    q, k, v = synthetic_qkv(L=32, d=4, heads=2)
+    for name, arrays in (("one", (q[0], k[0], v[0])), ("axis", (q, k, v))):
+        np.savez(tmp_path / f"{name}.npz", q=arrays[0], k=arrays[1], v=arrays[2])
+        out = tmp_path / name
+        assert main(["diagnose", str(tmp_path / f"{name}.npz"), "--out", str(out), *SMALL]) == 0
+        assert sorted(os.listdir(out)) == sorted(OUTPUTS)
+        assert json.loads((out / "diagnosis.json").read_text())["files"] == list(OUTPUTS)
+    capsys.readouterr()
+    diag = diagnose(q, k, v, m=[4], draws=2, queries=8, pairs=64, kinds=["positive"],
+                    ensembles=["iid"], first_order_queries=0)
+    assert diag.meta["head_shape"] == [2]
+    with pytest.raises(ValueError, match=r"two leading axes \(layer, head\).*head_shape is \[2\]"):
+        plot_heads(diag, tmp_path / "heads.png")
+    assert not (tmp_path / "heads.png").exists()
