@@ -136,7 +136,14 @@ def log_neg_chi_diff(x, d):
 
     if np.any(mid):
         xm, dm = x[mid], d[mid]
-        log_s = _log_scaled_1f1_2b_b(xm, dm)
+        log_s = np.empty(xm.shape)
+        horner = xm <= X_HORNER
+        for dv, sel in _by_dimension(dm[horner]):  # one cached coefficient set per d
+            idx = np.flatnonzero(horner)[sel]
+            log_c = _kummer_2b_b_log_coefficients(dv, n_terms(2.0 * xm[idx]))
+            log_s[idx] = np.log(_horner(log_c, np.ones_like(log_c), xm[idx])) - 2.0 * xm[idx]
+        if not np.all(horner):
+            log_s[~horner] = _log_scaled_1f1_2b_b(xm[~horner], dm[~horner])
         out[mid] = 2.0 * xm + np.log(-np.expm1(log_s))
 
     if np.any(big):
@@ -146,6 +153,22 @@ def log_neg_chi_diff(x, d):
         log_s = np.minimum(log_s, -1e-300)
         out[big] = 2.0 * xb + np.log(-np.expm1(log_s))
     return out.reshape(shape)
+
+
+#: Below this x the chi-norm series ``1F1(d; d/2; x)`` (at most about e^(2x)) is summed in
+#: linear space by Horner's rule on cached coefficients; above, term by term in log space.
+X_HORNER = 300.0
+
+
+def _kummer_2b_b_log_coefficients(d, n):
+    """log c_k, k < n, with ``1F1(d; d/2; x) = sum_k c_k x^k``, ``c_k = (d)_k / ((d/2)_k k!)``."""
+
+    def build():
+        j = np.arange(n, dtype=np.float64)
+        log_ratio = np.log((d + j[:-1]) / (d / 2.0 + j[:-1]))
+        return np.concatenate([[0.0], np.cumsum(log_ratio)]) - special.gammaln(j + 1.0)
+
+    return _cached(("1f1_2b_b", d, n), build)
 
 
 def _log_scaled_1f1_2b_b(x, d):
