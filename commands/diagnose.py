@@ -40,10 +40,10 @@ import sys
 import time
 
 from .cli import command
-from ..storage import atomic_write, check_output_folder, git_revision, package_versions
+from ..storage import check_output_folder, git_revision, package_versions
 from ._options import (LIST_NOTE, MAX_WORKERS, add_list, choice, float_value, int_range,
                        int_value, name_value, seed_value)
-from ._output import dumps
+from ._output import dumps, write_texts
 
 #: The sidecar that marks a folder as this command's (its ``"command"`` is :data:`COMMAND`).
 JSON_NAME = "diagnosis.json"
@@ -318,11 +318,7 @@ def _write(folder, diag, provenance):
         "diagnosis_summary.csv": diag.to_csv(table="summary"),
     }
     check_out_dir(folder)  # again: a file may have appeared while the diagnosis ran
-    os.makedirs(folder, exist_ok=True)
-    paths = []
-    for name, text in texts.items():
-        paths.append(os.path.join(folder, name))
-        atomic_write(paths[-1], text)
+    paths = write_texts(folder, texts)
     paths.append(plot_diagnosis(diag, os.path.join(folder, "diagnosis.png")))
     if grid:
         paths.append(plot_heads(diag, os.path.join(folder, HEAD_OUTPUTS[0])))

@@ -20,9 +20,9 @@ import re
 import time
 
 from .cli import command
-from ..storage import atomic_write, check_output_folder, git_revision, package_versions
+from ..storage import check_output_folder, git_revision, package_versions
 from ._options import add_list, choice, int_value, name_value, seed_value
-from ._output import dumps
+from ._output import dumps, write_texts
 
 COMMAND = "transplant"
 JSON_NAME = "transplant.json"
@@ -217,11 +217,7 @@ def _run(args):
                                    "provenance": provenance, **result}, indent=1) + "\n",
                  "transplant.csv": _csv(result["rows"]), "report.md": _report(result, provenance)}
     check_out_dir(folder)  # again: a file may have appeared meanwhile
-    os.makedirs(folder, exist_ok=True)
-    paths = []
-    for name, text in texts_out.items():
-        paths.append(os.path.join(folder, name))
-        atomic_write(paths[-1], text)
+    paths = write_texts(folder, texts_out)
     paths.append(plot_transplant(result, os.path.join(folder, "transplant.png")))
     best = max((r for r in result["rows"] if r["r"] is not None and r["cosine"] is not None),
                key=lambda r: r["cosine"], default=None)

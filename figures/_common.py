@@ -82,6 +82,27 @@ def paper_style():
         yield plt
 
 
+@contextmanager
+def png_figure(path, *args, **kwargs):
+    """``(fig, axes)`` of ``plt.subplots(*args, **kwargs)`` in the package style, written to
+    ``path`` as one PNG, atomically (a reader never sees half a file; the umask applies), when
+    the block ends without an error; the figure is closed either way."""
+    import io
+
+    with paper_style() as plt:
+        fig, axes = plt.subplots(*args, **kwargs)
+        try:
+            yield fig, axes
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+        finally:
+            plt.close(fig)
+    image = buf.getvalue()
+    with naming(path):
+        # atomic_write's file object is text; the image bytes go to its binary buffer
+        atomic_write(path, lambda fh: fh.buffer.write(image))
+
+
 def save(fig, out_dir, stem):
     """Write ``stem.pdf`` and ``stem.png`` into ``out_dir`` atomically; returns the paths."""
     import io

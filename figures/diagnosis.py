@@ -42,13 +42,10 @@ with a ``ValueError``.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 
 import numpy as np
-
-from rfkernels.storage import atomic_write
 
 from ._common import (
     ENSEMBLE_STYLES,
@@ -56,8 +53,7 @@ from ._common import (
     KIND_LABELS,
     interval95,
     legend_below,
-    naming,
-    paper_style,
+    png_figure,
 )
 
 __all__ = ["best_head_panel", "heavy_tail_panel", "histogram_panel", "plot_diagnosis",
@@ -176,21 +172,10 @@ def plot_diagnosis(diagnosis, path):
         file; the umask applies).
     """
     path = os.fspath(path)
-    with paper_style() as plt:
-
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 4.4), width_ratios=(3, 2))
-        try:
-            handles, labels = relative_panel(left, diagnosis)
-            histogram_panel(right, diagnosis)
-            legend_below(left, ncol=3, handles=handles, labels=labels)
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
-        finally:
-            plt.close(fig)
-    image = buf.getvalue()
-    with naming(path):
-        # atomic_write's file object is text; the image bytes go to its binary buffer
-        atomic_write(path, lambda fh: fh.buffer.write(image))
+    with png_figure(path, 1, 2, figsize=(9.0, 4.4), width_ratios=(3, 2)) as (_, (left, right)):
+        handles, labels = relative_panel(left, diagnosis)
+        histogram_panel(right, diagnosis)
+        legend_below(left, ncol=3, handles=handles, labels=labels)
     return path
 
 
@@ -373,17 +358,8 @@ def plot_heads(diagnosis, path, r=None):
     layers, heads = _grid_shape(diagnosis)
     width = min(4.0 + 0.62 * heads, 18.0)
     height = min(2.3 + 0.3 * layers, 12.0)
-    with paper_style() as plt:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(width, height))
-        try:
-            handles, labels = best_head_panel(left, diagnosis, r)
-            heavy_tail_panel(right, diagnosis)
-            legend_below(left, ncol=len(handles), handles=handles, labels=labels)
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
-        finally:
-            plt.close(fig)
-    image = buf.getvalue()
-    with naming(path):
-        atomic_write(path, lambda fh: fh.buffer.write(image))
+    with png_figure(path, 1, 2, figsize=(width, height)) as (_, (left, right)):
+        handles, labels = best_head_panel(left, diagnosis, r)
+        heavy_tail_panel(right, diagnosis)
+        legend_below(left, ncol=len(handles), handles=handles, labels=labels)
     return path

@@ -12,12 +12,9 @@ given.
 
 from __future__ import annotations
 
-import io
 import os
 
-from rfkernels.storage import atomic_write
-
-from ._common import Z95, legend_below, naming, paper_style
+from ._common import Z95, legend_below, png_figure
 
 __all__ = ["plot_transplant"]
 
@@ -51,21 +48,12 @@ def plot_transplant(result, path):
     path = os.fspath(path)
     rows = result["rows"]
     meta = result["meta"]
-    with paper_style() as plt:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 4.2))
-        try:
-            _panel(left, rows, "cosine", "cosine to the exact model's embedding (mean)")
-            _panel(right, rows, "top1", "nearest neighbour kept (top-1 agreement)")
-            name = os.path.basename(str(meta["model"]).split(" (")[0].rstrip("/"))
-            fig.suptitle(f"{name}: attention replaced in "
-                         f"{meta['heads_replaced']} of {meta['heads']} heads, {meta['sentences']} "
-                         f"sentences, {meta['draws']} draws (95% intervals)", fontsize=8.5)
-            legend_below(left, ncol=3)
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
-        finally:
-            plt.close(fig)
-    image = buf.getvalue()
-    with naming(path):
-        atomic_write(path, lambda fh: fh.buffer.write(image))
+    with png_figure(path, 1, 2, figsize=(9.0, 4.2)) as (fig, (left, right)):
+        _panel(left, rows, "cosine", "cosine to the exact model's embedding (mean)")
+        _panel(right, rows, "top1", "nearest neighbour kept (top-1 agreement)")
+        name = os.path.basename(str(meta["model"]).split(" (")[0].rstrip("/"))
+        fig.suptitle(f"{name}: attention replaced in {meta['heads_replaced']} of {meta['heads']} "
+                     f"heads, {meta['sentences']} sentences, {meta['draws']} draws (95% intervals)",
+                     fontsize=8.5)
+        legend_below(left, ncol=3)
     return path

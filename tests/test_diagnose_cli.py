@@ -387,13 +387,14 @@ def test_null_reasons_of_nonfinite_attention_and_beyond_float64():
 def test_the_figure_skips_points_that_are_not_finite(npz, tmp_path):
     from rfkernels.analysis import diagnose, load_qkv
     from rfkernels.figures import diagnosis as figure
+    from rfkernels.figures._common import paper_style
 
     loaded = load_qkv(npz)
     diag = diagnose(loaded.q, loaded.k, loaded.v, m=(4, 8), kinds=["positive", "trig"], draws=2,
                     queries=32, pairs=500, first_order_queries=0)
     diag.summary[0]["relative_mse"] = None
     diag.summary[1]["relative_mse"] = math.inf
-    with figure.paper_style() as plt:
+    with paper_style() as plt:
         fig, ax = plt.subplots()
         handles, labels = figure.relative_panel(ax, diag)
         title = ax.get_title()
