@@ -70,6 +70,7 @@ _DEFAULTS = {
     "budget": "not given: every r of the grid",
     "dtype": "not given: float64 only",
     "workers": "not given: min(heads, usable CPUs) (meta.workers)",
+    "scheduler": "not given: the heads run on this machine's threads",
     "model": "not given: Q, K and V read from the files",
     "text": "not given: with --model, scikit-learn's data set descriptions; else not read",
 }
@@ -150,6 +151,9 @@ def _add(p):
     p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
                    help="threads working on heads side by side, with the same numbers (default: "
                         "min(heads, usable CPUs))")
+    p.add_argument("--scheduler", type=name_value("address"), default=None,
+                   help="a Dask scheduler (tcp://host:port; pip install 'rfkernels[dask]'): each "
+                        "head is one task there, with the numbers of a local run")
 
 
 def _is_ours(folder):
@@ -221,6 +225,8 @@ def _command_line(args, meta):
         parts += ["--dtype", join(meta["dtypes"][1:])]
     if args.workers is not None:
         parts += ["--workers", str(args.workers)]
+    if args.scheduler is not None:
+        parts += ["--scheduler", args.scheduler]
     if args.model is not None:
         parts += ["--model", args.model] + ([] if args.text is None else ["--text", args.text])
     return shlex.join(parts)
@@ -295,7 +301,7 @@ def _run_diagnosis(loaded, args):
             presets=args.preset, norms=args.norms, scale=args.scale, draws=args.draws,
             queries=args.queries, pairs=args.pairs, first_order_queries=args.first_order_queries,
             target=args.target, budgets=args.budget, dtypes=args.dtype, seed=args.seed,
-            workers=args.workers,
+            workers=args.workers, scheduler=args.scheduler,
             progress=progress)
     except DiagnoseMemoryError as exc:  # the options' names, not the API's arguments
         raise MemoryError(exc.render(True)) from None

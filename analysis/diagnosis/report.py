@@ -51,6 +51,7 @@ _OTHER_NULLS = {
     "r_needed": lambda row: row.get("note"),
     "best": lambda row: row.get("note") or "no estimator has a finite relative MSE at this r",
     "note": lambda row: "nothing to add",
+    "scheduler": lambda row: "no Dask scheduler: the heads ran on this machine's threads",
     "unshifted_overflow_side": lambda row: "no side overflows unshifted in this dtype",
     "ahead_of_runner_up": lambda row: ("not decided: the best and the runner-up are not both "
                                        "measured at this r with standard errors"),

@@ -143,6 +143,12 @@ class _Plan:
         for key, value in kw.items():
             setattr(self, key, value)
 
+    def __getstate__(self):  # to a Dask worker: its own stop event, not this process's
+        return {key: getattr(self, key) for key in self.__slots__ if key != "stop"}
+
+    def __setstate__(self, state):
+        self.__init__(**state, stop=threading.Event())
+
 
 def attention_kinds():
     """The kinds diagnose runs by default: all but those with a random phase (offset) and DERF's."""
@@ -241,8 +247,14 @@ def _check_stop(plan):
         raise _Stopped
 
 
-def _run_heads(plan, arrays, progress):
-    """Every head's results, in order: on this thread, or on ``plan.workers`` threads.
+def _remote_head(plan, h, arrays):
+    """:func:`_head` on a Dask worker, on one BLAS thread as here: the same numbers."""
+    with one_blas_thread():
+        return _head(plan, h, arrays, None)
+
+
+def _run_heads(plan, arrays, progress, client=None):
+    """Every head's results, in order: on this thread, on ``plan.workers`` threads, or on Dask.
 
     An exception of the waiting thread (Ctrl-C's KeyboardInterrupt) or of a
     head sets ``plan.stop``, cancels the heads not started and returns at
@@ -250,6 +262,15 @@ def _run_heads(plan, arrays, progress):
     chunk of pairs), so the interpreter, which joins the pool's threads at
     exit, is not held until they finish.
     """
+    if client is not None:  # one task per head; the arrays go to every worker once
+        from distributed import as_completed
+
+        shared = [None if a is None else client.scatter(a, broadcast=True) for a in arrays]
+        futures = [client.submit(_remote_head, plan, h, shared, pure=False) for h in range(plan.heads)]
+        for _ in as_completed(futures):
+            if progress is not None:
+                progress(2 + plan.draws * len(plan.ms) * len(plan.ensembles))
+        return client.gather(futures)
     if plan.workers == 1:
         return [_head(plan, h, arrays, progress) for h in range(plan.heads)]
     pool = ThreadPoolExecutor(plan.workers)
@@ -653,7 +674,7 @@ def _meta(plan, edges, seconds):
 def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=None, norms="chi",
              scale=None, draws=DEFAULT_DRAWS, queries=DEFAULT_QUERIES, pairs=DEFAULT_PAIRS,
              first_order_queries=DEFAULT_FIRST_ORDER_QUERIES, target=DEFAULT_TARGET, budgets=None,
-             dtypes=None, seed=0, workers=None, progress=None):
+             dtypes=None, seed=0, workers=None, scheduler=None, progress=None):
     r"""Diagnose random-feature attention on these queries, keys and values (:mod:`rfkernels.analysis.diagnosis`).
 
     Parameters
@@ -706,6 +727,9 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     workers : int, optional
         Threads working on heads side by side (same numbers whatever the
         count); default min(heads, usable CPUs).
+    scheduler : str, optional
+        Address of a Dask scheduler (``tcp://host:port``, the ``dask``
+        extra): each head is one task there, with the numbers of a local run.
     progress : callable, optional
         ``progress(n)`` after each unit of work; ``meta["units"]`` units in all.
 
@@ -735,8 +759,10 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
                          pairs, first_order_queries, target, budgets, seed, workers, dtypes)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
-    with one_blas_thread():
-        results = _run_heads(plan, arrays, progress)
+    from ..sweep.executors import dask_client
+
+    with dask_client(scheduler, None) as client, one_blas_thread():
+        results = _run_heads(plan, arrays, progress, client)
     top = max(float(r["kernel"]["u2"].max()) for r in results)
     edges = np.linspace(0.0, top if top > 0 else 1.0, HISTOGRAM_BINS + 1)
     rows = [row for res in results for row in _head_rows(plan, res)]
@@ -755,5 +781,6 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
             for res in results]
     meta = _meta(plan, edges, time.perf_counter() - t0)
     meta["units"] = plan.heads * (2 + plan.draws * len(plan.ms) * len(plan.ensembles))
+    meta["scheduler"] = scheduler
     overflow = [row for res in results for row in res["overflow"]]
     return Diagnosis(rows, summary, heads, advice, meta, precision, overflow)
