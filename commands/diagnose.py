@@ -17,8 +17,9 @@ from every layer and head of a pretrained encoder run on ``--text``
 - ``diagnosis.png``: :func:`rfkernels.figures.diagnosis.plot_diagnosis`;
 - ``heads.png``, only where the heads have two leading axes (layer, head),
   as with ``--model``: :func:`rfkernels.figures.diagnosis.plot_heads`, each
-  head's best relative attention MSE at the largest r, marked where worse
-  than uniform attention, beside its heavy-tail share.
+  head's best relative attention MSE at the largest ``--budget`` the grid
+  measured (else the grid's largest r), marked where worse than uniform
+  attention, beside its heavy-tail share.
 
 The folder is created if missing. An existing one must hold only earlier
 outputs of this command (its ``diagnosis.json`` says ``"command":
@@ -326,8 +327,11 @@ def _write(folder, diag, provenance):
     check_out_dir(folder)  # again: a file may have appeared while the diagnosis ran
     paths = write_texts(folder, texts)
     paths.append(plot_diagnosis(diag, os.path.join(folder, "diagnosis.png")))
-    if grid:
-        paths.append(plot_heads(diag, os.path.join(folder, HEAD_OUTPUTS[0])))
+    if grid:  # at the largest --budget the grid measured, else its largest r
+        measured = {row["r"] for row in diag.rows}
+        chosen = [r for r in provenance["arguments"].get("budget") or () if r in measured]
+        paths.append(plot_heads(diag, os.path.join(folder, HEAD_OUTPUTS[0]),
+                                r=max(chosen) if chosen else None))
     return paths
 
 

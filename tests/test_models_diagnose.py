@@ -119,3 +119,21 @@ def test_heads_png_only_where_the_heads_have_two_axes(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"two leading axes \(layer, head\).*head_shape is \[2\]"):
         plot_heads(diag, tmp_path / "heads.png")
     assert not (tmp_path / "heads.png").exists()
+
+
+def test_the_heat_map_is_drawn_at_a_chosen_budget(tmp_path, monkeypatch):
+    from rfkernels.figures import diagnosis as figure
+
+    seen = []
+    draw = figure.plot_heads
+    monkeypatch.setattr(figure, "plot_heads", lambda diag, path, r=None: seen.append(r) or draw(
+        diag, path, r=r))
+    text = tmp_path / "text.txt"
+    text.write_text("Random features estimate the softmax kernel without bias.\n")
+    grid = ["--m", "4,8", "--draws", "2", "--kind", "positive", "--ensemble", "iid", "--queries", "8",
+            "--pairs", "64", "--first-order-queries", "0"]
+    assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--text", str(text), *grid,
+                 "--budget", "4,6", "--out", str(tmp_path / "a")]) == 0
+    assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--text", str(text), *grid,
+                 "--out", str(tmp_path / "b")]) == 0
+    assert seen == [4, None]  # 6 is not measured: the largest measured budget; none: the default
