@@ -237,16 +237,16 @@ def _model_inputs(model, text_file):
     """The Q, K, V of every layer x head of ``model`` on the text (a LoadedQKV and its provenance)."""
     from rfkernels.analysis import LoadedQKV
     from rfkernels.models import load
-    from rfkernels.models.texts import SOURCE, default_text, read_text
+    from rfkernels.models.texts import text_and_source
 
-    text = default_text() if text_file is None else read_text(text_file)
+    text, source = text_and_source(text_file)
     m = load(model)
     cap = m.capture(text)
     if cap.truncated:
         print(f"rfkernels diagnose: text cut to the model's {m.positions} positions "
               f"({cap.truncated} tokens left out)", file=sys.stderr)
     sources = {"model": m.source, "model_type": m.config.get("model_type"),
-               "text": SOURCE if text_file is None else os.path.abspath(text_file),
+               "text": source,
                "tokens": len(cap.tokens), "tokens_cut": cap.truncated,
                "shape": list(cap.shape), "axes": "(layer, head, L, d_head)", "scale": cap.scale}
     return LoadedQKV(cap.q, cap.k, cap.v, sources)

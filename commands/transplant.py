@@ -83,14 +83,14 @@ def check_out_dir(out):
 
 
 def _sentences(args):
-    from rfkernels.models.texts import SOURCE, default_text, read_text, sentences
+    from rfkernels.models.texts import sentences, text_and_source
 
-    text = default_text() if args.text is None else read_text(args.text)
+    text, source = text_and_source(args.text)
     found = sentences(text)
     if len(found) < 2:
         raise ValueError(f"--text: {len(found)} sentence(s) of at least 5 words found; the "
                          "transplant compares nearest neighbours among at least 2")
-    return found[:args.sentences], SOURCE if args.text is None else os.path.abspath(args.text)
+    return found[:args.sentences], source
 
 
 def _mixed_masks(path, model, kind, ensemble, ms):

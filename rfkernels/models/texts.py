@@ -55,6 +55,14 @@ def default_text():
     return "\n\n".join(paragraphs)
 
 
+def text_and_source(path=None):
+    """``(text, where it came from)``: the user's file at ``path`` (:func:`read_text`), else the
+    default prose (:func:`default_text`, :data:`SOURCE`)."""
+    if path is None:
+        return default_text(), SOURCE
+    return read_text(path), os.path.abspath(path)
+
+
 def sentences(text, min_words=MIN_WORDS):
     """The sentences of ``text`` with at least ``min_words`` words, in order."""
     parts = (s.strip() for p in re.split(r"\n\s*\n", text) for s in _SENTENCE_END.split(" ".join(p.split())))

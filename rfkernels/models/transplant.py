@@ -104,31 +104,34 @@ def _mean_se(values):
     return float(np.mean(values)), se
 
 
-class _Favor:
-    """``attend(layer, q, k, v, scale)`` with FAVOR in the chosen heads, softmax elsewhere."""
+class _Replaced:
+    """``attend(layer, q, k, v, scale)``: ``head(layer, h, q, k, v, scale)`` in the chosen heads,
+    softmax elsewhere (computed only in a layer that keeps a head)."""
 
-    def __init__(self, model, w, heads, kind, preset, params, softmax):
-        self.model, self.w, self.heads = model, w, heads
-        self.kind, self.preset, self.params, self.softmax = kind, preset, params, softmax
+    def __init__(self, heads, head, softmax):
+        self.heads, self.head, self.softmax = heads, head, softmax
 
     def __call__(self, layer, q, k, v, scale):
-        out = self.softmax(layer, q, k, v, scale)
+        chosen = np.flatnonzero(self.heads[layer])
+        out = np.empty_like(v) if chosen.size == v.shape[0] else self.softmax(layer, q, k, v, scale)
+        for h in chosen:
+            out[h] = self.head(layer, h, q, k, v, scale)
+        return out
+
+
+def _favor_head(w, kind, preset, params):
+    """FAVOR attention of one head with the draw's projections ``w[layer][head]``."""
+    def head(layer, h, q, k, v, scale):
         root = math.sqrt(scale)
-        for h in np.flatnonzero(self.heads[layer]):
-            res = favor_attention(q[h] * root, k[h] * root, v[h], self.w[layer][h], self.kind,
-                                  nonpositive="divide", preset=self.preset, **self.params)
-            out[h] = res.output
-        return out
+        return favor_attention(q[h] * root, k[h] * root, v[h], w[layer][h], kind,
+                               nonpositive="divide", preset=preset, **params).output
+
+    return head
 
 
-def _uniform(heads, softmax):
-    def attend(layer, q, k, v, scale):
-        out = softmax(layer, q, k, v, scale)
-        for h in np.flatnonzero(heads[layer]):
-            out[h] = v[h].mean(axis=0)
-        return out
-
-    return attend
+def _uniform_head(layer, h, q, k, v, scale):
+    """Uniform attention of one head: every query the mean of V."""
+    return v[h].mean(axis=0)
 
 
 def _heads_mask(model, layers, heads):
@@ -189,7 +192,7 @@ def transplant(model, texts, *, kind="positive", ensemble="orthogonal", m=(16, 6
             w = [[draw_projections(v, model.d_head, ensemble=ensemble, norms=norms,
                                    seed=np.random.SeedSequence(entropy, spawn_key=(SPAWN, v, draw, i, h)))
                   for h in range(model.heads)] for i in range(model.layers)]
-            attend = _Favor(model, w, mask, kind, preset, params, softmax_attend)
+            attend = _Replaced(mask, _favor_head(w, kind, preset, params), softmax_attend)
             with np.errstate(all="ignore"):
                 emb = model.embed(texts, attend=attend, max_tokens=limit)
             if not np.all(np.isfinite(emb)):
@@ -208,7 +211,7 @@ def transplant(model, texts, *, kind="positive", ensemble="orthogonal", m=(16, 6
         for key, vals in stats.items():
             row[key], row[key + "_se"] = _mean_se(vals)
         rows.append(row)
-    uniform = model.embed(texts, attend=_uniform(mask, softmax_attend), max_tokens=limit)
+    uniform = model.embed(texts, attend=_Replaced(mask, _uniform_head, softmax_attend), max_tokens=limit)
     top1, top5 = neighbour_agreement(exact, uniform)
     cos = _cosines(exact, uniform)
     base = {"norms": None, "preset": None, "m": None, "r": None, "draws": 1, "draws_nonfinite": 0,
