@@ -18,6 +18,13 @@ The input is :func:`rfkernels.analysis.synthetic_qkv` at that size
 Prints a Markdown table for docs/performance.md::
 
     python benchmarks/bench_diagnose.py
+
+With ``--sincos``, only the sine and cosine of the trigonometric features
+(:mod:`rfkernels.numerics.sincos`) on a (512, 256) matrix of N(0, 20^2)
+projections, in ns per projection for both: NumPy's two calls, a Numba loop
+over the C library's ``sin`` and ``cos``, and ``sin_cos``::
+
+    python benchmarks/bench_diagnose.py --sincos --repeat 5
 """
 
 from __future__ import annotations
@@ -40,7 +47,10 @@ from rfkernels.analysis import diagnose, synthetic_qkv
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--sincos", action="store_true", help="time the sine and cosine only")
     args = parser.parse_args()
+    if args.sincos:
+        return sincos(args.repeat)
     q, k, v = synthetic_qkv(L=4096, d=64, heads=8, d_model=256)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.npz")
@@ -67,6 +77,41 @@ def main():
                     ("`diagnose(..., first_order_queries=0)`", t_no_fo),
                     ("exact softmax attention, 8 heads (baseline)", t_exact)):
         print(f"| {name} | {t:.1f} | {t / t_exact:.0f} |")
+
+
+def _calls(fn, n):
+    for _ in range(n):  # each result freed before the next call, as in attention
+        fn()
+
+
+def sincos(repeat):
+    import math
+
+    import numba
+
+    from rfkernels.numerics.sincos import sin_cos
+
+    @numba.njit(nogil=True)
+    def c_library(p, out):
+        n, m = p.shape
+        for i in range(n):
+            for j in range(m):
+                out[i, j] = math.sin(p[i, j])
+                out[i, m + j] = math.cos(p[i, j])
+
+    p = np.random.default_rng(0).standard_normal((512, 256)) * 20
+    out = np.empty((512, 512))
+    c_library(p, out)
+    sin_cos(p)
+    print(f"sine and cosine of {p.size} projections, ns per projection, best of {repeat} x 20 calls\n")
+    print("| how | ns |")
+    print("|---|---|")
+    for name, fn in (("NumPy: np.sin, np.cos, concatenate",
+                      lambda: np.concatenate([np.sin(p), np.cos(p)], axis=1)),
+                     ("Numba loop over the C library's sin, cos", lambda: c_library(p, out)),
+                     ("rfkernels.numerics.sincos.sin_cos", lambda: sin_cos(p))):
+        t = best_of(lambda: _calls(fn, 20), repeat)
+        print(f"| {name} | {t / 20 / p.size * 1e9:.1f} |")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ _DEFAULTS = {
     "budget": "not given: every r of the grid",
     "dtype": "not given: float64 only",
     "workers": "not given: min(heads, usable CPUs) (meta.workers)",
-    "scheduler": "not given: the heads run on this machine's threads",
+    "scheduler": "not given: the heads run on this machine's processes",
     "model": "not given: Q, K and V read from the files",
     "text": "not given: with --model, scikit-learn's data set descriptions; else not read",
 }
@@ -150,7 +150,7 @@ def _add(p):
                     "(bfloat16 needs ml_dtypes: pip install \"rfkernels[precision]\")")
     p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
-                   help="threads working on heads side by side, with the same numbers (default: "
+                   help="processes working on heads side by side, with the same numbers (default: "
                         "min(heads, usable CPUs))")
     p.add_argument("--scheduler", type=name_value("address"), default=None,
                    help="a Dask scheduler (tcp://host:port; pip install 'rfkernels[dask]'): each "
@@ -281,8 +281,6 @@ def _units(loaded, args):
 
 def _run_diagnosis(loaded, args):
     """:func:`rfkernels.analysis.diagnose` on the loaded arrays, with a progress bar on a terminal."""
-    import threading
-
     from tqdm import tqdm
 
     from rfkernels.analysis import diagnose
@@ -290,11 +288,8 @@ def _run_diagnosis(loaded, args):
 
     bar = tqdm(total=_units(loaded, args), unit="step", file=sys.stderr,
                disable=not sys.stderr.isatty(), desc="rfkernels diagnose")
-    lock = threading.Lock()  # heads run on threads
-
-    def progress(n):
-        with lock:
-            bar.update(n)
+    def progress(n):  # called on this thread: heads run in worker processes or on Dask
+        bar.update(n)
 
     try:
         return diagnose(

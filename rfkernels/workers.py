@@ -11,6 +11,10 @@ that ends the worker once its parent pid changes. Used by the sweep's pool
 Threads. :func:`map_in_order` runs independent items of one computation
 (each owning its randomness) on this process's threads, :func:`thread_count`
 of them, with the same numbers in the same order as a loop.
+
+Processes. :func:`map_on_processes` runs such items on a local process pool
+where the items hold the GIL too long for threads (many small NumPy steps:
+the heads of ``diagnose``), with the same numbers in the same order.
 """
 
 from __future__ import annotations
@@ -70,6 +74,54 @@ def map_in_order(fn, items, threads=None, name="rfkernels"):
     with threadpool_limits(limits=1, user_api="blas"), \
             ThreadPoolExecutor(threads, thread_name_prefix=name) as pool:
         return list(pool.map(fn, items))
+
+
+def map_on_processes(fn, shared, items, processes, done=None):
+    """``[fn(shared, item) for item in items]`` on ``processes`` local worker processes, in order.
+
+    ``shared`` reaches each worker once (inherited where the start method
+    forks, pickled otherwise); ``fn`` must be a module-level function. The
+    workers ignore SIGINT (Ctrl-C reaches this process, which stops them) and
+    end with this process (:func:`die_with_parent`). An exception here
+    (Ctrl-C's KeyboardInterrupt) or of an item terminates the workers at
+    once and is raised. ``done()`` is called here after each item, in order.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context()
+    direct = context.get_start_method() != "forkserver"  # this process is the workers' parent
+    pool = context.Pool(processes, initializer=_init_process,
+                        initargs=(fn, shared, os.getpid(), direct))
+    try:
+        results = []
+        for result in pool.imap(_call_process, items):
+            results.append(result)
+            if done is not None:
+                done()
+    except BaseException:
+        pool.terminate()
+        raise
+    pool.close()
+    pool.join()
+    return results
+
+
+#: In a worker of :func:`map_on_processes`: (fn, shared).
+_TASK = None
+
+
+def _init_process(fn, shared, parent_pid, direct):
+    global _TASK
+    _TASK = (fn, shared)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = die_with_parent("rfkernels-pool-watch-parent")
+    if (direct and parent != parent_pid) or not alive(parent_pid):
+        die()  # the parent died before the guard was set
+
+
+def _call_process(item):
+    fn, shared = _TASK
+    return fn(shared, item)
 
 
 def die_with_parent(name="rfkernels-watch-parent", poll=PARENT_POLL):

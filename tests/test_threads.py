@@ -64,3 +64,34 @@ def test_attention_study_has_the_same_bits_on_threads(monkeypatch):
     assert one.rows == three.rows
     assert one.meta["exact_output_mean_square"] == three.meta["exact_output_mean_square"]
     assert sum(ticks) == 4 * (1 + 2 * 2 * 2)  # every unit reported once, from the threads
+
+
+def _square_plus(shared, i):
+    import os
+
+    rng = np.random.default_rng(i)
+    return i, shared + float(rng.standard_normal(100) @ rng.standard_normal(100)), os.getpid()
+
+
+def _fails_on_three(shared, i):
+    if i == 3:
+        raise ValueError(f"item {i}")
+    return i
+
+
+def test_map_on_processes_is_the_loop_in_its_order_on_other_processes():
+    import os
+
+    ticks = []
+    got = workers.map_on_processes(_square_plus, 10.0, range(8), 2, done=lambda: ticks.append(1))
+    assert [g[:2] for g in got] == [_square_plus(10.0, i)[:2] for i in range(8)]
+    assert os.getpid() not in {g[2] for g in got} and len(ticks) == 8
+
+
+def test_map_on_processes_raises_the_items_error_and_ends_its_workers():
+    import multiprocessing
+
+    before = set(multiprocessing.active_children())
+    with pytest.raises(ValueError, match="item 3"):
+        workers.map_on_processes(_fails_on_three, None, range(8), 2)
+    assert set(multiprocessing.active_children()) <= before

@@ -8,9 +8,7 @@ package, :mod:`rfkernels.analysis.diagnosis`.
 from __future__ import annotations
 
 import math
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -23,7 +21,7 @@ from rfkernels.projections import draw_projections
 from rfkernels.strict_json import json_safe
 from rfkernels.validation import check_choice, check_int, check_real
 from rfkernels.version import __version__
-from rfkernels.workers import usable_cpus
+from rfkernels.workers import map_on_processes, usable_cpus
 
 from ..attention_data import (
     check_ensembles,
@@ -137,17 +135,11 @@ class _Plan:
 
     __slots__ = ("L", "Lk", "d", "dv", "heads", "head_shape", "ms", "kinds", "ensembles",
                  "presets", "preset_kinds", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
-                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes", "stop")
+                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes")
 
     def __init__(self, **kw):
         for key, value in kw.items():
             setattr(self, key, value)
-
-    def __getstate__(self):  # to a Dask worker: its own stop event, not this process's
-        return {key: getattr(self, key) for key in self.__slots__ if key != "stop"}
-
-    def __setstate__(self, state):
-        self.__init__(**state, stop=threading.Event())
 
 
 def attention_kinds():
@@ -217,7 +209,6 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         budgets=None if budgets is None else distinct_ints(budgets, "budgets"),
         entropy=root_entropy(seed),
         workers=None, synthetic_v=v is None, dtypes=check_dtypes(dtypes),
-        stop=threading.Event(),
     )
     if workers is None:
         plan.workers = max(1, min(plan.heads, usable_cpus()))
@@ -237,31 +228,28 @@ def _seed(plan, *key):
     return np.random.SeedSequence(plan.entropy, spawn_key=tuple(int(x) for x in key))
 
 
-class _Stopped(Exception):
-    """Raised in a worker thread at its next step once the diagnosis was interrupted."""
-
-
-def _check_stop(plan):
-    """Raise :class:`_Stopped` where ``plan.stop`` is set (another thread was interrupted)."""
-    if plan.stop.is_set():
-        raise _Stopped
-
-
 def _remote_head(plan, h, arrays):
-    """:func:`_head` on a Dask worker, on one BLAS thread as here: the same numbers."""
+    """:func:`_head` in a worker process or on Dask, on one BLAS thread as here: the same numbers."""
     with one_blas_thread():
         return _head(plan, h, arrays, None)
 
 
-def _run_heads(plan, arrays, progress, client=None):
-    """Every head's results, in order: on this thread, on ``plan.workers`` threads, or on Dask.
+def _pooled_head(shared, h):
+    plan, arrays = shared
+    return _remote_head(plan, h, arrays)
 
-    An exception of the waiting thread (Ctrl-C's KeyboardInterrupt) or of a
-    head sets ``plan.stop``, cancels the heads not started and returns at
-    once: the running heads stop at their next step (a draw of one kind, a
-    chunk of pairs), so the interpreter, which joins the pool's threads at
-    exit, is not held until they finish.
+
+def _run_heads(plan, arrays, progress, client=None):
+    """Every head's results, in order: in this process, on ``plan.workers`` processes, or on Dask.
+
+    Processes, not threads: a head is thousands of small NumPy steps that
+    hold the GIL (the default grid on MiniLM's 72 heads, 2 cores, the C
+    library's sine and cosine then: 32.7 s in one process, 23.5 s on two
+    threads, 18.3 s on two processes). An exception
+    here (Ctrl-C's KeyboardInterrupt) or of a head terminates the workers
+    at once (:func:`rfkernels.workers.map_on_processes`).
     """
+    per_head = 2 + plan.draws * len(plan.ms) * len(plan.ensembles)
     if client is not None:  # one task per head; the arrays go to every worker once
         from distributed import as_completed
 
@@ -269,20 +257,12 @@ def _run_heads(plan, arrays, progress, client=None):
         futures = [client.submit(_remote_head, plan, h, shared, pure=False) for h in range(plan.heads)]
         for _ in as_completed(futures):
             if progress is not None:
-                progress(2 + plan.draws * len(plan.ms) * len(plan.ensembles))
+                progress(per_head)
         return client.gather(futures)
     if plan.workers == 1:
         return [_head(plan, h, arrays, progress) for h in range(plan.heads)]
-    pool = ThreadPoolExecutor(plan.workers)
-    try:
-        futures = [pool.submit(_head, plan, h, arrays, progress) for h in range(plan.heads)]
-        results = [f.result() for f in futures]
-    except BaseException:
-        plan.stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
-    return results
+    return map_on_processes(_pooled_head, (plan, arrays), range(plan.heads), plan.workers,
+                            None if progress is None else lambda: progress(per_head))
 
 
 def _pair_sample(plan, h):
@@ -314,7 +294,6 @@ def _kernel_level(plan, h, q, k, views):
                 for m in plan.ms:
                     logs[(kind, ens, m)] = np.empty(n)
     for c0 in range(0, n, PAIR_CHUNK):
-        _check_stop(plan)
         x, y = q[i[c0:c0 + PAIR_CHUNK]], k[j[c0:c0 + PAIR_CHUNK]]
         geom = theory.geometry(x, y)
         sl = slice(c0, c0 + x.shape[0])
@@ -365,7 +344,6 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                 w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms,
                                      seed=_seed(plan, 3, h, t, m, seed_index("ensemble", ens)))
                 for p, kind in plan.preset_kinds:
-                    _check_stop(plan)
                     cell = out[(p, kind, ens, m)]
                     view = views[kind]  # a DERF kind: OPRF on its transformed head
                     qt = view.q[rows]
@@ -398,13 +376,11 @@ def _head(plan, h, arrays, progress):
         v = np.random.default_rng(_seed(plan, 0, h)).standard_normal((plan.Lk, plan.dv))
     else:
         v = np.ascontiguousarray(np.broadcast_to(v0, plan.head_shape + v0.shape[-2:])[idx])
-    _check_stop(plan)
     views = fit_views(plan.kinds, q, k)
     fitted = {kind: view.params for kind, view in views.items()}
     kernel = _kernel_level(plan, h, q, k, views)
     if progress is not None:
         progress(1)
-    _check_stop(plan)
     exact = softmax_attention(q, k, v)
     exact_ms = float(np.mean(exact * exact))
     uniform_mse = float(np.mean((exact - v.mean(axis=0)) ** 2))
@@ -416,7 +392,6 @@ def _head(plan, h, arrays, progress):
         w = draw_projections(m, plan.d, ensemble=ens, norms=plan.norms, seed=_seed(
             plan, 3, h, 0, m, seed_index("ensemble", ens)))
         overflow = overflow_rows(h, w, plan.preset_kinds, plan.dtypes, views)
-    _check_stop(plan)
     fo = first_order(plan, views, v, _seed(plan, 4, h))
     if progress is not None:
         progress(1)
@@ -725,8 +700,8 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     seed : None, int or numpy.random.SeedSequence, default 0
         Root of all randomness (:data:`SPAWN_KEYS`); None draws fresh entropy (recorded).
     workers : int, optional
-        Threads working on heads side by side (same numbers whatever the
-        count); default min(heads, usable CPUs).
+        Processes working on heads side by side (same numbers whatever the
+        count; 1: this process); default min(heads, usable CPUs).
     scheduler : str, optional
         Address of a Dask scheduler (``tcp://host:port``, the ``dask``
         extra): each head is one task there, with the numbers of a local run.
