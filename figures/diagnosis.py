@@ -30,8 +30,9 @@ columns = heads:
     rows), on a log colour scale; a head without a finite value there is
     grey. The title names the estimator that is best on the most heads. A
     cross marks the heads where even the best estimator is worse than
-    uniform attention (each row the mean of V: the head's ``uniform_mse``
-    over its exact output's mean square), the legend says so and counts them;
+    uniform attention (each row the mean of V) by more than 2 standard
+    errors, the row's ``worse_than_uniform``, the rule of the report and the
+    CSVs; the legend says so and counts them;
 (b) each head's heavy-tail share: the share of its sampled query-key pairs
     with :math:`|q' + k'|^2` above ``meta["heavy_tail_u2"]`` (0 to 1, linear
     colour scale).
@@ -206,28 +207,16 @@ def _cells(diagnosis, values):
     return grid
 
 
-def _uniform_relative(diagnosis):
-    """Flat head number -> uniform attention's relative MSE (the head's, else its rows')."""
-    out = {}
-    for info in diagnosis.heads:
-        zero = info.get("zero_mse", info.get("exact_mean_square"))
-        if info.get("uniform_mse") is not None and _finite_positive(zero):
-            out[info["head"]] = info["uniform_mse"] / zero
-    for row in diagnosis.rows:
-        if (row["head"] not in out and row.get("uniform_mse") is not None
-                and _finite_positive(row.get("zero_mse"))):
-            out[row["head"]] = row["uniform_mse"] / row["zero_mse"]
-    return out
-
-
 def _best_per_head(diagnosis, r):
-    """Flat head number -> (lowest finite relative MSE at ``r``, its (preset, kind, ensemble))."""
+    """Flat head number -> (lowest finite relative MSE at ``r``, its (preset, kind, ensemble),
+    whether that row is worse than uniform attention)."""
     best = {}
     for row in diagnosis.rows:
         value = row["relative_mse"]
         if row["r"] == r and _finite_positive(value):
             if row["head"] not in best or value < best[row["head"]][0]:
-                best[row["head"]] = (value, (row["preset"], row["kind"], row["ensemble"]))
+                best[row["head"]] = (value, (row["preset"], row["kind"], row["ensemble"]),
+                                     bool(row["worse_than_uniform"]))
     return best
 
 
@@ -280,15 +269,14 @@ def best_head_panel(ax, diagnosis, r=None):
         raise ValueError(f"plot_heads: no rows at r = {r}; the rows' budgets are "
                          f"{', '.join(map(str, budgets)) or 'none'}")
     best = _best_per_head(diagnosis, r)
-    grid = _cells(diagnosis, {h: v for h, (v, _) in best.items()})
-    uniform = _cells(diagnosis, _uniform_relative(diagnosis))
+    grid = _cells(diagnosis, {h: v for h, (v, _, _) in best.items()})
+    worse = _cells(diagnosis, {h: float(w) for h, (_, _, w) in best.items()}) == 1.0
     finite = grid[np.isfinite(grid)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.1, 10.0)
     if high <= low * 1.01:
         low, high = low / 3, high * 3
     _heat(ax, grid, LogNorm(low, high), "viridis",
           "best relative attention MSE\n(MSE / mean square of the exact output)")
-    worse = np.isfinite(grid) & np.isfinite(uniform) & (grid > uniform)
     rows, cols = np.nonzero(worse)
     handles, labels = [], []
     if rows.size:
@@ -296,15 +284,15 @@ def best_head_panel(ax, diagnosis, r=None):
                    path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")])
     handles.append(Line2D([], [], ls="", marker="x", color="white", mec="black", ms=6,
                           path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")]))
-    labels.append(f"best estimator worse than uniform attention (mean of V): "
+    labels.append(f"best estimator worse than uniform attention (mean of V) by > 2 se: "
                   f"{rows.size} of {grid.size} heads")
     blank = int(np.count_nonzero(~np.isfinite(grid)))
     if blank:
         handles.append(Patch(facecolor=BLANK, edgecolor="0.5"))
         labels.append(f"no finite relative MSE at r = {r}: {blank} heads")
-    presets = {key[0] for _, key in best.values()}
+    presets = {key[0] for _, key, _ in best.values()}
     counts = {}
-    for _, key in best.values():
+    for _, key, _ in best.values():
         counts[key] = counts.get(key, 0) + 1
     if counts:
         top = max(counts, key=counts.get)  # the first in the rows' order on a tie

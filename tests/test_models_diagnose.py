@@ -137,3 +137,28 @@ def test_the_heat_map_is_drawn_at_a_chosen_budget(tmp_path, monkeypatch):
     assert main(["diagnose", "--model", "all-MiniLM-L6-v2", "--text", str(text), *grid,
                  "--out", str(tmp_path / "b")]) == 0
     assert seen == [4, None]  # 6 is not measured: the largest measured budget; none: the default
+
+
+def test_the_heat_map_crosses_the_heads_the_report_calls_worse_than_uniform():
+    """A cross where the best row's ``worse_than_uniform`` (> 2 se) holds, not where its mean is
+    merely above uniform attention's: the rule of the report and the CSVs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rfkernels.analysis import diagnose, synthetic_qkv
+    from rfkernels.figures.diagnosis import best_head_panel
+
+    q, k, v = synthetic_qkv(L=32, d=4, heads=2)
+    diag = diagnose(q[None], k[None], v[None], m=[4], draws=2, queries=8, pairs=64,
+                    kinds=["positive"], ensembles=["iid"], first_order_queries=0)
+    for row in diag.rows:  # head 0 worse by the rule, head 1 above uniform within its errors
+        row["worse_than_uniform"] = row["head"] == 0
+        row["uniform_mse"] = 0.0 if row["head"] == 1 else row["uniform_mse"]
+    fig, ax = plt.subplots()
+    try:
+        _, labels = best_head_panel(ax, diag)
+    finally:
+        plt.close(fig)
+    assert any(label.endswith("by > 2 se: 1 of 2 heads") for label in labels), labels
