@@ -17,6 +17,7 @@ from rfkernels.attention import PRESETS, favor_attention, softmax_attention
 from rfkernels.presets import preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
+from rfkernels.floor import NORMALISER_SD_MAX
 from rfkernels.projections import draw_projections
 from rfkernels.strict_json import json_safe
 from rfkernels.validation import check_choice, check_int, check_real
@@ -71,12 +72,6 @@ DEFAULT_PAIRS = 20000
 DEFAULT_FIRST_ORDER_QUERIES = 8
 #: |q' + k'|^2 above which a pair is in the heavy-tail regime (MATH.md).
 HEAVY_TAIL_U2 = 1.0
-#: The first-order theory is flagged valid where the normalisers' predicted
-#: relative standard deviation, :math:`\sqrt{\operatorname{Var}\hat D_i / D_i^2}`
-#: averaged over its rows, is at most this: the delta method needs the
-#: ratio's denominator nearly exact (its variance matched Monte Carlo to
-#: |z| < 2 at L = 32, d = 4, m = 8, entries N(0, 0.2^2), every kind).
-NORMALISER_SD_MAX = 0.1
 #: Bins of the |q' + k'|^2 histogram.
 HISTOGRAM_BINS = 40
 #: Kernel-level quantiles reported.

@@ -19,6 +19,7 @@ from __future__ import annotations
 from . import registry
 from . import trig, positive, hyperbolic, oprf, offset  # noqa: F401  (kinds, in the order of KINDS)
 from . import derf  # noqa: F401  (derf, saderf, aderf, sderf: after KINDS)
+from . import representations  # noqa: F401  (positive, pairing, trig)
 from . import ensembles, kernels, norms  # noqa: F401
 from .registry import (
     Ensemble,

@@ -148,6 +148,20 @@ def pair_transform(value, x, y):
     return transformed(p, x, "query"), transformed(p, y, "key")
 
 
+def representation_pairs(value, x, y):
+    r"""``(x~, y~)``: the pairs at which this DERF is the positive representation under one
+    Gaussian policy (MATH.md, "The variance floor"): :math:`\tilde B_k = (I - 4A)^{-1/2} B_k`,
+    so :math:`\tilde x\cdot\tilde y = x\cdot y`; for an isotropic A, :func:`pair_transform`'s pairs."""
+    p = params_of(value)
+    if p.isotropic:
+        return pair_transform(p, x, y)
+    A = np.asarray(p.A)
+    lam, U = np.linalg.eigh(np.eye(A.shape[0]) - 4.0 * A)
+    root = (U / np.sqrt(lam)) @ U.T  # (I - 4A)^{-1/2}; I - 4A is positive definite (a DERF's A)
+    return (np.asarray(x, dtype=np.float64) @ (root @ p.B1).T,
+            np.asarray(y, dtype=np.float64) @ (root @ p.B2).T)
+
+
 def log_features(x, w, params, role, xp, shift=0.0):
     r"""``log(sqrt(m) f_k(w_i, x_n))`` for the rows ``x`` (n, d) and projections ``w`` (m, d), (n, m).
 
@@ -323,7 +337,8 @@ for _name in DERF_KINDS:
         param_names=() if _fitted else ("A", "B_query", "B_key"),
         check_params=_fitted_check(_name) if _fitted else check_derf_params,
         fit=_fit(_name) if _fitted else None,
-        population=_fitted, pair_transform=pair_transform, params_reason=params_reason,
+        population=_fitted, pair_transform=pair_transform, representation="positive",
+        representation_pairs=representation_pairs, params_reason=params_reason,
         dispatch=None if _fitted else dispatch,
         diagnose_reason=(_DIAGNOSE_REASON if _name == "sderf" else
                          None if _fitted else _GIVEN_REASON),

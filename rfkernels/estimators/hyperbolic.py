@@ -51,6 +51,7 @@ TERM_FORM = TermForm(on_sum=True, symmetric=True)
 
 KIND = registry.register("kind", registry.Kind(
     name="hyperbolic", code=1, seed_index=2,
+    representation="pairing",
     summary="hyperbolic random features (cosh, 2m outputs)",
     features_per_projection=2, on_sum=True, paper=True, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms,

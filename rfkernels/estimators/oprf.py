@@ -165,6 +165,7 @@ def theory_reason(ensemble, norms):
 
 KIND = registry.register("kind", registry.Kind(
     name="oprf", code=3, seed_index=3,
+    representation="positive",
     summary="optimal positive random features (parameter A < 1/8, default A* per pair)",
     features_per_projection=1, on_sum=True, paper=False, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms, log_mse=log_mse, theory_reason=theory_reason,

@@ -48,6 +48,7 @@ TERM_FORM = TermForm(on_sum=True, symmetric=False)
 
 KIND = registry.register("kind", registry.Kind(
     name="positive", code=0, seed_index=1,
+    representation="positive",
     summary="positive random features (FAVOR+)",
     features_per_projection=1, on_sum=True, paper=True, nonnegative=True,
     terms=terms, scalar_terms=scalar_terms,

@@ -1,4 +1,4 @@
-"""The estimator registry: its axes, each entry one module.
+r"""The estimator registry: its axes, each entry one module.
 
 - **kinds** (the feature map users call, :mod:`rfkernels.estimators.maps`;
   its normalisation, its terms on every backend, its exact theory, its
@@ -7,6 +7,9 @@
   a block, which samplers exist) and **norm laws** (how the row norms are
   drawn: chi or fixed),
 - **target kernels** (softmax, and the Gaussian kernel as its rescaling),
+- **representations** (:math:`K(x, y) = E_{\omega}[\varphi(x, \omega)\cdot\varphi(y, \omega)]`
+  as a kind's features write it, whose sampling policy :mod:`rfkernels.floor`
+  optimises; :mod:`rfkernels.estimators.representations`),
 - **presets** (attention's numerics: the exact stabilised estimator and the
   public implementations' arithmetic; :mod:`rfkernels.presets`).
 
@@ -26,7 +29,7 @@ from ..validation import check_choice
 
 #: The registry's axes (``"preset"``: attention's numerics,
 #: :class:`rfkernels.presets.Preset`, registered by :mod:`rfkernels.presets`).
-AXES = ("kind", "ensemble", "norms", "kernel", "preset")
+AXES = ("kind", "ensemble", "norms", "kernel", "preset", "representation")
 
 _ENTRIES = {axis: {} for axis in AXES}
 
@@ -196,6 +199,14 @@ class Kind:
         kind's terms are those of the engine's normalisation (DERF with an
         isotropic A: OPRF at (B_1 x, B_2 y) / sqrt(1 - 4a)); the engine
         samples the pair ``(x', y')``. None: the pair itself.
+    representation : str or None
+        The :class:`Representation` the kind samples (independent draws from
+        one Gaussian policy); None where it has none registered (the
+        floor of :mod:`rfkernels.floor` then refuses it).
+    representation_pairs : callable or None
+        ``representation_pairs(value, x, y) -> (x~, y~)``: the pairs of
+        that representation (the DERF family's transformed pairs); None: the
+        pairs themselves.
     params_reason : callable or None
         ``params_reason(params, ensemble, what) -> str or None``: why these
         parameters have no exact theory (``what='theory'``) or no reduced
@@ -265,6 +276,8 @@ class Kind:
     random_phase: bool = False
     population: bool = False
     pair_transform: Optional[Callable] = None
+    representation: Optional[str] = None
+    representation_pairs: Optional[Callable] = None
     params_reason: Optional[Callable] = None
     diagnose_reason: Optional[str] = None
     dispatch: Optional[Callable] = None
@@ -438,3 +451,36 @@ class TargetKernel:
     log_factor: Callable = field(default=lambda half_sq: 0.0)
     check_params: Callable = field(default=lambda values: None)
     param_names: tuple = ()
+
+
+@dataclass(frozen=True)
+class Representation:
+    r"""A representation of the softmax kernel: :math:`e^{x\cdot y} = E_{\omega\sim N(0, I)}
+    \sum_c \varphi_c(x, \omega)\varphi_c(y, \omega)` (MATH.md, "The variance floor").
+
+    A kind with independent draws from one Gaussian policy is this
+    representation under that policy (:attr:`Kind.representation`); its
+    floor (:mod:`rfkernels.floor`) bounds every such kind from below.
+
+    Attributes
+    ----------
+    name, summary : str
+    features_per_draw : int
+        Output features per draw of :math:`\omega` (the floor is reported per
+        output feature: times this).
+    components : callable
+        ``components(proj, half_sq) -> [(log|phi_c|, sign_c or None), ...]``:
+        each component of the map at projections ``proj`` (:math:`\omega\cdot x`)
+        and ``half_sq`` (:math:`|x|^2/2`, broadcast), vectorised.
+    tilt_signs : tuple of float or None
+        For a nonnegative representation, :math:`g_p\,\Omega` is the
+        density of the mean over these signs s of :math:`N(s u_p, I)`,
+        :math:`u_p = x_p + y_p` (so the mixture of tilts is exact); None
+        where :math:`g` changes sign (the floor samples :math:`\Omega`).
+    """
+
+    name: str
+    summary: str
+    features_per_draw: int
+    components: Callable
+    tilt_signs: Optional[tuple] = None

@@ -63,6 +63,7 @@ TERM_FORM = TermForm(on_sum=False, symmetric=True)
 
 KIND = registry.register("kind", registry.Kind(
     name="trig", code=2, seed_index=0,
+    representation="trig",
     summary="trigonometric random features (cos/sin, 2m outputs)",
     features_per_projection=2, on_sum=False, paper=True, nonnegative=False,
     terms=terms, scalar_terms=scalar_terms,

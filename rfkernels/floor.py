@@ -1,0 +1,607 @@
+r"""The variance floor: the least error of any sampling policy of independent draws (MATH.md).
+
+An estimator of the form :math:`\hat K = \frac1m\sum_i \varphi(x, \omega_i)\cdot
+\varphi(y, \omega_i)\,\Omega(\omega_i)/\rho(\omega_i)`, the :math:`\omega_i` drawn
+independently from one policy :math:`\rho` shared by every pair, has on a
+population of pairs (weights :math:`w_p`) a mean relative MSE of at least
+:math:`F/m`, with
+
+.. math:: F = \bigl(E_{\omega\sim\Omega}\sqrt{G(\omega)}\bigr)^2 - 1,
+   \qquad G = \sum_p w_p\, g_p(\omega)^2,\quad g_p = \varphi(x_p)\cdot\varphi(y_p)/K_p,
+
+attained by :math:`\rho^* \propto \Omega\sqrt G` (Cauchy--Schwarz). For
+attention, to first order, the least relative MSE is
+:math:`(E_\Omega\sqrt H)^2/(m\sum_q|o_q|^2)` with
+:math:`H = \sum_q |\varphi(q)\cdot(S_v - o_q S_1)|^2/D_q^2`.
+
+- :func:`kernel_floor`: F of matched pairs or of all queries x keys;
+- :func:`attention_floor`: the first-order attention floor of Q, K, V, with
+  the validity of the first-order expansion under :math:`\rho^*`.
+
+Both are *per representation* (:mod:`rfkernels.estimators.representations`:
+the positive map, the :math:`(\omega, -\omega)` pairing, trig; a DERF kind on
+its transformed pairs) and reported per output feature r (times
+:attr:`~rfkernels.estimators.Representation.features_per_draw`). They bound
+independent draws only: orthogonal, simplex, antithetic and quasi-Monte
+Carlo draws are coupled and can go below.
+
+The expectation is a Monte Carlo estimate with its standard error, drawn
+from the mixture of tilts (nonnegative representations: the ratio is
+bounded, MATH.md "Computing it") or from :math:`\Omega` (trig), until the
+standard error is at most ``rtol`` of the value. Everything is in log space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .estimators import registry
+from .validation import check_choice, check_int, check_matrix, check_real, check_seed
+
+__all__ = ["AttentionFloor", "Floor", "NORMALISER_SD_MAX", "attention_floor", "kernel_floor"]
+
+#: Default precision: the standard error at most this share of the value.
+DEFAULT_RTOL = 0.01
+#: Draws of omega before the precision is first judged, and the most by default.
+MIN_DRAWS = 4096
+MAX_DRAWS = 1 << 19
+#: Share of the attention floor's mixture drawn from Omega itself (bounds the ratio).
+DEFENSIVE = 0.1
+#: The first-order theory is flagged valid where the normalisers' predicted
+#: relative standard deviation, :math:`\sqrt{\operatorname{Var}\hat D_i / D_i^2}`
+#: averaged over its rows, is at most this: the delta method needs the
+#: ratio's denominator nearly exact (its variance matched Monte Carlo to
+#: |z| < 2 at L = 32, d = 4, m = 8, entries N(0, 0.2^2), every kind). The
+#: diagnosis (its first-order columns) and the floor (under the optimal policy) share it.
+NORMALISER_SD_MAX = 0.1
+#: A floor above this share of its bound N - 1 is reported as near it.
+NEAR_BOUND = 0.5
+#: Elements of one batch's largest (draws x pairs) array.
+_CHUNK = 1 << 21
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Result of :func:`kernel_floor`.
+
+    Attributes
+    ----------
+    value, stderr : float
+        The least mean relative MSE times r (per output feature), and its
+        Monte Carlo standard error: at r features no policy of independent
+        draws has a mean relative MSE below ``value / r``.
+    per_draw : float
+        F itself, per draw of omega (``value / features_per_draw``).
+    representation : str
+    features_per_draw : int
+    pairs : int
+        Pairs in the population.
+    bound : float or None
+        ``value``'s bound for a nonnegative representation (F + 1 <= max 1/w_p,
+        times ``features_per_draw``); None for trig.
+    near_bound : bool
+        ``value`` above :data:`NEAR_BOUND` of ``bound``: if these pairs are a
+        sample of a larger population, its floor is larger than they show.
+    draws, rtol, reached : int, float, bool
+        Draws of omega, the precision asked for and whether it was reached.
+    history : tuple of (draws, value, stderr)
+        The estimate at each check of its precision (the draws at most
+        doubling from one check to the next).
+    sampler : str
+        Where omega was drawn from.
+    """
+
+    value: float
+    stderr: float
+    per_draw: float
+    representation: str
+    features_per_draw: int
+    pairs: int
+    bound: Optional[float]
+    near_bound: bool
+    draws: int
+    rtol: float
+    reached: bool
+    history: tuple
+    sampler: str
+
+    def mse(self, r):
+        """The least mean relative MSE at ``r`` output features."""
+        return self.value / check_int(r, "r")
+
+
+@dataclass(frozen=True)
+class AttentionFloor:
+    """Result of :func:`attention_floor` (first order).
+
+    Attributes
+    ----------
+    value, stderr : float
+        The least relative attention MSE (MSE over the exact output's mean
+        square) times r, per output feature, and its standard error.
+    per_draw : float
+        The same per draw of omega.
+    normaliser_rel_var : float
+        Under the optimal policy at one draw, the normalisers' relative
+        variance averaged over rows (at m draws: divided by m).
+    representation : str
+    features_per_draw, draws, rtol, reached, history, sampler
+        As in :class:`Floor`.
+    rows, keys : int
+    """
+
+    value: float
+    stderr: float
+    per_draw: float
+    normaliser_rel_var: float
+    representation: str
+    features_per_draw: int
+    rows: int
+    keys: int
+    draws: int
+    rtol: float
+    reached: bool
+    history: tuple
+    sampler: str
+
+    def mse(self, r):
+        """The least relative attention MSE at ``r`` output features (first order)."""
+        return self.value / check_int(r, "r")
+
+    def valid_at(self, r):
+        """Whether the first-order expansion holds at ``r`` features under the optimal policy
+        (the normalisers' relative standard deviation at most :data:`NORMALISER_SD_MAX`)."""
+        m = check_int(r, "r") / self.features_per_draw
+        return bool(math.sqrt(max(self.normaliser_rel_var, 0.0) / m) <= NORMALISER_SD_MAX)
+
+
+# ---------------------------------------------------------------------------
+# Validation: once, here
+# ---------------------------------------------------------------------------
+
+
+def _representation(representation, x, y):
+    """``(Representation entry, x~, y~)``: a registered representation, or a kind's (a kind name
+    or an estimator: its ``spec``), its pairs transformed where the kind says so."""
+    if isinstance(representation, str):
+        if representation in registry.names("representation"):
+            return registry.entry("representation", representation), x, y
+        if representation not in registry.names("kind"):
+            raise ValueError(f"representation must be one of "
+                             f"{', '.join(map(repr, registry.names('representation')))}, a kind "
+                             f"name or a fitted estimator; got {representation!r}")
+        kind, params = registry.entry("kind", representation), None
+        if kind.representation_pairs is not None:
+            raise ValueError(f"representation: kind {representation!r} has parameters fitted on "
+                             "data; pass the fitted estimator (rfkernels.estimator(kind).fit(Q, K))")
+    else:
+        spec = getattr(representation, "spec", representation)
+        kind, params = getattr(spec, "kind", None), getattr(spec, "params", None)
+        if not isinstance(kind, registry.Kind):
+            raise TypeError(f"representation must be a name or an estimator; got "
+                            f"{type(representation).__name__}")
+        if getattr(spec, "needs_fit", False):
+            raise ValueError(f"representation: kind {kind.name!r} is fitted on data; fit the "
+                             "estimator first (est.fit(Q, K))")
+    if kind.representation is None:
+        raise ValueError(f"representation: kind {kind.name!r} has no registered representation "
+                         f"(its random phase is part of its map); floors exist for "
+                         f"{', '.join(map(repr, registry.names('representation')))}")
+    if kind.representation_pairs is not None:
+        x, y = kind.representation_pairs(params, x, y)
+    return registry.entry("representation", kind.representation), x, y
+
+
+def _kernel_scale(kernel, gamma):
+    entry = registry.entry("kernel", kernel)
+    values = {} if gamma is None else {"gamma": gamma}
+    if set(values) - set(entry.param_names):
+        raise ValueError(f"gamma is for kernel='gaussian'; kernel={kernel!r} takes no gamma")
+    return entry.scale(entry.check_params(values))
+
+
+def _weights(weights, shape, pairs):
+    """log weights of shape ``shape``, summing to 1."""
+    if weights is None:
+        return np.full(shape, -math.log(math.prod(shape)))
+    w = check_real(weights, "weights")
+    if w.shape != shape:
+        expected = "one per matched pair" if pairs == "matched" else "(L_q, L_k): one per query-key pair"
+        raise ValueError(f"weights must have shape {shape} ({expected}); got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise ValueError("weights must be finite, >= 0 and not all 0")
+    with np.errstate(divide="ignore"):
+        return np.log(w) - math.log(float(w.sum()))
+
+
+def _checked_precision(rtol, max_draws):
+    rtol = float(check_real(rtol, "rtol"))
+    if not 0.0 < rtol < 1.0:
+        raise ValueError(f"rtol must be in (0, 1); got {rtol!r}")
+    return rtol, check_int(max_draws, "max_draws", minimum=MIN_DRAWS)
+
+
+# ---------------------------------------------------------------------------
+# Log-space pieces
+# ---------------------------------------------------------------------------
+
+
+def _signed_logsumexp(terms):
+    """``(log|sum|, sign)`` of ``sum_c sign_c exp(log_c)`` over a list of ``(log, sign or None)``."""
+    top = np.max([t[0] for t in terms], axis=0)
+    top = np.where(np.isfinite(top), top, 0.0)
+    total = sum((1.0 if s is None else s) * np.exp(lg - top) for lg, s in terms)
+    with np.errstate(divide="ignore"):
+        return np.log(np.abs(total)) + top, np.sign(total)
+
+
+def _logsumexp(a, axis, b=None):
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(a - top)
+    s = np.sum(e if b is None else e * b, axis=axis)
+    with np.errstate(divide="ignore"):
+        return np.log(s) + np.squeeze(top, axis=axis)
+
+
+def _components(rep, omega, x):
+    """The representation's components at the rows ``x`` for each omega: [(log (B, n), sign)]."""
+    return rep.components(omega @ x.T, 0.5 * np.sum(x * x, axis=1))
+
+
+# ---------------------------------------------------------------------------
+# The kernel-level floor
+# ---------------------------------------------------------------------------
+
+
+class _Population:
+    """The pairs: matched rows or all queries x keys, with log weights; log(sqrt G / mixture)."""
+
+    def __init__(self, rep, x, y, pairs, logw):
+        self.rep, self.x, self.y, self.all, self.logw = rep, x, y, pairs == "all", logw
+        self.tilted = rep.tilt_signs is not None
+        if self.all:
+            xy = x @ y.T
+            self.m2 = float(np.max(logw - 2.0 * xy))
+            self.w2 = np.exp(logw - 2.0 * xy - self.m2)  # w e^{-2x.y}, scaled
+            self.m1 = float(np.max(logw - xy))
+            self.w1 = np.exp(logw - xy - self.m1)  # w e^{-x.y}: the mixture's weights s = w
+            self.n = x.shape[0] * y.shape[0]
+        else:
+            self.xy = np.sum(x * y, axis=1)
+            self.n = x.shape[0]
+
+    def centres(self, rng, size):
+        """Tilt centres u_p = x_p + y_p of ``size`` pairs drawn by weight."""
+        p = np.exp(self.logw.ravel())
+        idx = rng.choice(p.size, size=size, p=p / p.sum())
+        if self.all:
+            i, j = np.divmod(idx, self.y.shape[0])
+            return self.x[i] + self.y[j]
+        return self.x[idx] + self.y[idx]
+
+    def log_ratio(self, omega):
+        """log of sqrt(G(omega)) over the mixture's density ratio M/Omega (tilted), or of sqrt(G)."""
+        cx, cy = _components(self.rep, omega, self.x), _components(self.rep, omega, self.y)
+        if self.all:
+            log_g2, log_g = self._factorised(cx, cy)
+        else:
+            log_g, _ = _signed_logsumexp([(lx + ly - self.xy, None if sx is None else sx * sy)
+                                          for (lx, sx), (ly, sy) in zip(cx, cy)])
+            log_g2 = _logsumexp(self.logw + 2.0 * log_g, axis=1)
+            log_g = _logsumexp(self.logw + log_g, axis=1) if self.tilted else None
+        return 0.5 * log_g2 - (log_g if self.tilted else 0.0)
+
+    def _factorised(self, cx, cy):
+        """All pairs through (L_q, L_k) matrix products: log sum_p w_p g_p^2 and log sum_p w_p g_p."""
+        ax = 2.0 * np.max([c[0] for c in cx], axis=(0, 2))[:, None]
+        ay = 2.0 * np.max([c[0] for c in cy], axis=(0, 2))[:, None]
+        total = 0.0
+        for a, (lxa, sxa) in enumerate(cx):
+            for b, (lxb, sxb) in enumerate(cx):
+                px = np.exp(lxa + lxb - ax) * (1.0 if sxa is None else sxa * sxb)
+                (lya, sya), (lyb, syb) = cy[a], cy[b]
+                py = np.exp(lya + lyb - ay) * (1.0 if sya is None else sya * syb)
+                total = total + np.sum((px @ self.w2) * py, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_g2 = np.log(total) + (ax + ay)[:, 0] + self.m2
+        log_g = None
+        if self.tilted:
+            bx, by = 0.5 * ax, 0.5 * ay
+            first = sum(np.sum((np.exp(lx - bx) @ self.w1) * np.exp(ly - by), axis=1)
+                        for (lx, _), (ly, _) in zip(cx, cy))
+            with np.errstate(divide="ignore"):
+                log_g = np.log(first) + (bx + by)[:, 0] + self.m1
+        bad = ~np.isfinite(log_g2) | (total <= 1e-290)
+        if log_g is not None:
+            bad |= ~np.isfinite(log_g)
+        if np.any(bad):  # underflow of the scaled products: every pair in log space
+            exact = self._direct([(lx[bad], sx if sx is None else sx[bad]) for lx, sx in cx],
+                                 [(ly[bad], sy if sy is None else sy[bad]) for ly, sy in cy])
+            log_g2[bad] = exact[0]
+            if log_g is not None:
+                log_g[bad] = exact[1]
+        return log_g2, log_g
+
+    def _direct(self, cx, cy):
+        """All pairs in log space, a few draws at a time (the factorised products' fallback)."""
+        xy = self.x @ self.y.T
+        out2, out1 = [], []
+        for b in range(cx[0][0].shape[0]):
+            terms = [(lx[b][:, None] + ly[b][None, :] - xy,
+                      None if sx is None else sx[b][:, None] * sy[b][None, :])
+                     for (lx, sx), (ly, sy) in zip(cx, cy)]
+            lg, _ = _signed_logsumexp(terms)
+            out2.append(_logsumexp((self.logw + 2.0 * lg).ravel(), axis=0))
+            out1.append(_logsumexp((self.logw + lg).ravel(), axis=0))
+        return np.array(out2), np.array(out1)
+
+
+def _draw(pop_centres, rep, rng, batch, d, defensive=0.0):
+    """``batch`` omegas: N(0, I), or the mixture of tilts (``defensive`` of them N(0, I))."""
+    omega = rng.standard_normal((batch, d))
+    if rep.tilt_signs is None:
+        return omega
+    tilted = rng.random(batch) >= defensive
+    k = int(np.count_nonzero(tilted))
+    signs = np.asarray(rep.tilt_signs)[rng.integers(0, len(rep.tilt_signs), size=k)]
+    omega[tilted] += signs[:, None] * pop_centres(rng, k)
+    return omega
+
+
+class _Mean:
+    """A running Monte Carlo mean of exp(log values), with the history of E^2 as the draws double."""
+
+    def __init__(self, rtol, max_draws):
+        self.rtol, self.max_draws = rtol, max_draws
+        self.logs, self.extra, self.history = [], [], []
+        self.next_check = MIN_DRAWS
+
+    def add(self, log_values, extra=None):
+        self.logs.append(log_values)
+        if extra is not None:
+            self.extra.append(extra)
+
+    @property
+    def n(self):
+        return sum(v.size for v in self.logs)
+
+    def square(self):
+        """(E^2 estimated without bias, its standard error, E) from the draws so far."""
+        logs = np.concatenate(self.logs)
+        if not np.all(np.isfinite(logs)):
+            raise FloatingPointError("the floor's Monte Carlo ratio is not finite for some draws "
+                                     "(its terms overflow float64)")
+        top = float(np.max(logs))
+        r = np.exp(logs - top)
+        n = r.size
+        mean, var = float(np.mean(r)), float(np.var(r, ddof=1))
+        scale = math.exp(2.0 * top) if top < 354.0 else math.inf
+        if not math.isfinite(scale):
+            raise OverflowError(f"the floor exceeds float64 (log E[sqrt G] = {top:.1f}): out of range")
+        return (mean * mean - var / n) * scale, 2.0 * mean * math.sqrt(var / n) * scale, mean * math.exp(top)
+
+    def done(self, value_of):
+        """After a batch: at each check, record the estimate and aim the next check at the draws
+        the standard error asks for (at most twice as many); True once precise or at the cap."""
+        n = self.n
+        if n < self.next_check and n < self.max_draws:
+            return False
+        value, se = value_of()
+        self.history.append((n, value, se))
+        if se <= self.rtol * abs(value) or n >= self.max_draws or se == 0.0:
+            return True
+        wanted = n * (se / (self.rtol * abs(value))) ** 2 * 1.05 if value else 2.0 * n
+        self.next_check = int(min(2 * n, max(n + 1, wanted)))
+        return False
+
+
+def _batch_size(n_items):
+    return int(min(1024, max(16, _CHUNK // max(n_items, 1))))
+
+
+def kernel_floor(X, Y, *, pairs="matched", weights=None, kernel="softmax", gamma=None,
+                 representation="positive", seed=0, rtol=DEFAULT_RTOL, max_draws=MAX_DRAWS):
+    r"""The least mean relative MSE of any policy of independent draws on a population of pairs.
+
+    Parameters
+    ----------
+    X, Y : array_like of shape (N, d) and (N, d), or (L_q, d) and (L_k, d)
+        Queries and keys.
+    pairs : {"matched", "all"}
+        Row p of X with row p of Y, or every query with every key.
+    weights : array_like, optional
+        Nonnegative: (N,) per matched pair, or (L_q, L_k); default equal.
+    kernel : {"softmax", "gaussian"}, gamma : float
+        The target kernel (the Gaussian kernel's relative errors are the
+        softmax kernel's at :math:`\sqrt{2\gamma}` times the inputs).
+    representation : str or estimator
+        A registered representation (``"positive"``, ``"pairing"``,
+        ``"trig"``), a kind name, or a fitted estimator (a DERF kind: its
+        transformed pairs).
+    seed : None, int, SeedSequence or Generator
+    rtol : float
+        Draw until the standard error is at most this share of the value.
+    max_draws : int
+        The most draws of omega.
+
+    Returns
+    -------
+    Floor
+        ``value``: the least mean relative MSE times r; at r output
+        features no such policy goes below ``value / r``.
+    """
+    x, y = check_matrix(X, "X"), check_matrix(Y, "Y")
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"X and Y must share d; got {x.shape[1]} and {y.shape[1]}")
+    check_choice(pairs, "pairs", ("matched", "all"))
+    if pairs == "matched" and x.shape[0] != y.shape[0]:
+        raise ValueError(f"pairs='matched' needs as many rows in X as in Y; got {x.shape[0]} and "
+                         f"{y.shape[0]} (pairs='all' pairs every row of X with every row of Y)")
+    shape = (x.shape[0],) if pairs == "matched" else (x.shape[0], y.shape[0])
+    logw = _weights(weights, shape, pairs)
+    c = _kernel_scale(kernel, gamma)
+    rtol, max_draws = _checked_precision(rtol, max_draws)
+    rng = check_seed(seed)
+    rep, x, y = _representation(representation, c * x, c * y)
+    pop = _Population(rep, x, y, pairs, logw)
+    batch = _batch_size(pop.n if pairs == "matched" else x.shape[0] + y.shape[0])
+    acc = _Mean(rtol, max_draws)
+    fpd = rep.features_per_draw
+
+    def value_of():
+        sq, se, _ = acc.square()
+        return fpd * (sq - 1.0), fpd * se
+
+    while True:
+        acc.add(pop.log_ratio(_draw(pop.centres, rep, rng, batch, x.shape[1])))
+        if acc.done(value_of):
+            break
+    value, se = acc.history[-1][1:]
+    bound = None
+    if pop.tilted:
+        bound = fpd * (math.exp(-float(np.min(logw))) - 1.0)
+    return Floor(value=value, stderr=se, per_draw=value / fpd, representation=rep.name,
+                 features_per_draw=fpd, pairs=pop.n, bound=bound,
+                 near_bound=bool(bound is not None and value > NEAR_BOUND * bound),
+                 draws=acc.n, rtol=rtol, reached=bool(se <= rtol * abs(value) or se == 0.0),
+                 history=tuple(acc.history),
+                 sampler="the mixture of tilts at the pairs (by weight)" if pop.tilted
+                 else "omega ~ N(0, I) (the representation changes sign: no tilt)")
+
+
+# ---------------------------------------------------------------------------
+# The attention floor, to first order
+# ---------------------------------------------------------------------------
+
+
+class _Head:
+    """One head's exact attention and, per omega, log sqrt(H) over the mixture's ratio."""
+
+    def __init__(self, rep, q, k, v, defensive):
+        self.rep, self.q, self.k, self.v, self.defensive = rep, q, k, v, defensive
+        logits = q @ k.T
+        self.log_den = _logsumexp(logits, axis=1)  # log D_q
+        p = np.exp(logits - self.log_den[:, None])  # softmax weights K_qj / D_q
+        self.o = p @ v
+        self.out_sq = float(np.sum(self.o * self.o))
+        sq = (np.sum(v * v, axis=1)[None, :] - 2.0 * (self.o @ v.T)
+              + np.sum(self.o * self.o, axis=1)[:, None])
+        self.spread = np.sqrt(np.maximum(sq, 0.0))  # |v_j - o_q|, (L_q, L_k)
+        c = p * self.spread  # the tilts' weights c_qj = K_qj |v_j - o_q| / D_q
+        self.c_total = float(np.sum(c))
+        self.c_prob = (c / self.c_total).ravel() if self.c_total > 0 else None
+        self.tilted = rep.tilt_signs is not None and self.c_prob is not None
+        self.o_sq = np.sum(self.o * self.o, axis=1)
+
+    def centres(self, rng, size):
+        idx = rng.choice(self.c_prob.size, size=size, p=self.c_prob)
+        i, j = np.divmod(idx, self.k.shape[0])
+        return self.q[i] + self.k[j]
+
+    def logs(self, omega):
+        """(log sqrt(H) - log(M/Omega), log U - log sqrt(H) - log(M/Omega) + shift) per omega,
+        U the rows' mean (phi(q).S_1 / D_q)^2 (the normalisers' second moment)."""
+        cq, ck = _components(self.rep, omega, self.q), _components(self.rep, omega, self.k)
+        aq = np.max([lq - self.log_den for lq, _ in cq], axis=(0, 2))
+        ak = np.max([lk for lk, _ in ck], axis=(0, 2))
+        pq, sv, s1 = [], [], []
+        mix = 0.0
+        for (lq, sq), (lk, sk) in zip(cq, ck):
+            p = np.exp(lq - self.log_den - aq[:, None])  # phi_c(q) / D_q, scaled, (B, L_q)
+            pq.append(p if sq is None else p * sq)
+            pk = np.exp(lk - ak[:, None])  # phi_c(k), scaled, (B, L_k)
+            if self.tilted:
+                mix = mix + np.sum(p * (pk @ self.spread.T), axis=1)
+            pk = pk if sk is None else pk * sk
+            sv.append(pk @ self.v)  # S_v,c (B, d_v)
+            s1.append(np.sum(pk, axis=1))  # S_1,c (B,)
+        # sum_q |sum_c phi_c(q) (S_vc - o_q S_1c)|^2 / D_q^2, through (B, L_q) @ (L_q, .) products
+        h = 0.0
+        for a in range(len(pq)):
+            for b in range(len(pq)):
+                alpha = pq[a] * pq[b]
+                h = h + (np.sum(alpha, axis=1) * np.sum(sv[a] * sv[b], axis=1)
+                         - np.sum((alpha @ self.o) * (sv[a] * s1[b][:, None] + sv[b] * s1[a][:, None]),
+                                  axis=1)
+                         + (alpha @ self.o_sq) * s1[a] * s1[b])
+        s1q = sum(p * s[:, None] for p, s in zip(pq, s1))  # phi(q).S_1 / D_q, scaled
+        with np.errstate(divide="ignore"):
+            log_h = 0.5 * np.log(np.maximum(h, 0.0)) + aq + ak  # log sqrt(H)
+            log_u = np.log(np.mean(s1q * s1q, axis=1)) + 2.0 * (aq + ak)
+            if self.tilted:
+                tilt = np.log(mix) + aq + ak - math.log(self.c_total)
+                log_mix = np.logaddexp(math.log1p(-self.defensive) + tilt, math.log(self.defensive))
+            else:
+                log_mix = np.zeros_like(log_h)
+        return log_h - log_mix, log_u - log_h - log_mix
+
+
+def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, rtol=DEFAULT_RTOL,
+                    max_draws=MAX_DRAWS, defensive=DEFENSIVE):
+    r"""The least relative attention MSE of any policy of independent draws, to first order.
+
+    Bidirectional attention of queries ``Q`` (L_q, d), keys ``K`` (L_k, d)
+    and values ``V`` (L_k, d_v) at temperature ``scale`` (default
+    :math:`1/\sqrt d`, split symmetrically as in ``diagnose``: the kernel is
+    :math:`e^{q'\cdot k'}` with :math:`q' = \sqrt{scale}\,q`). Omega is drawn
+    from tilts at :math:`q' + k'_j` weighted by :math:`K_{qj}|v_j - o_q|/D_q`,
+    with a share ``defensive`` from :math:`\Omega` (a nonnegative
+    representation; trig samples :math:`\Omega`), so the ratio is bounded.
+
+    Returns
+    -------
+    AttentionFloor
+        ``value``: the least relative attention MSE (over the exact output's
+        mean square) times r; ``valid_at(r)``: whether the first-order
+        expansion holds there under the optimal policy.
+    """
+    q, k, v = check_matrix(Q, "Q"), check_matrix(K, "K"), check_matrix(V, "V")
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"Q and K must share d; got {q.shape[1]} and {k.shape[1]}")
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"V must have one row per key ({k.shape[0]}); got {v.shape[0]}")
+    scale = 1.0 / math.sqrt(q.shape[1]) if scale is None else float(check_real(scale, "scale"))
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0; got {scale!r}")
+    defensive = float(check_real(defensive, "defensive"))
+    if not 0.0 < defensive < 1.0:
+        raise ValueError(f"defensive must be in (0, 1); got {defensive!r}")
+    rtol, max_draws = _checked_precision(rtol, max_draws)
+    rng = check_seed(seed)
+    root = math.sqrt(scale)
+    rep, q, k = _representation(representation, root * q, root * k)
+    head = _Head(rep, q, k, v, defensive)
+    if head.out_sq == 0.0:
+        raise ValueError("the exact attention output is zero: no relative MSE")
+    fpd = rep.features_per_draw
+    batch = _batch_size(q.shape[0] + k.shape[0])
+    acc = _Mean(rtol, max_draws)
+
+    def value_of():
+        sq, se, _ = acc.square()
+        return fpd * sq / head.out_sq, fpd * se / head.out_sq
+
+    while True:
+        omega = _draw(head.centres, rep, rng, batch, q.shape[1], defensive) if head.tilted else \
+            rng.standard_normal((batch, q.shape[1]))
+        acc.add(*head.logs(omega))
+        if acc.done(value_of):
+            break
+    value, se = acc.history[-1][1:]
+    _, _, z = acc.square()
+    extra = np.concatenate(acc.extra)
+    top = float(np.max(extra))
+    rel_var = z * math.exp(top) * float(np.mean(np.exp(extra - top))) - 1.0
+    return AttentionFloor(value=value, stderr=se, per_draw=value / fpd, normaliser_rel_var=rel_var,
+                          representation=rep.name, features_per_draw=fpd, rows=q.shape[0],
+                          keys=k.shape[0], draws=acc.n, rtol=rtol,
+                          reached=bool(se <= rtol * abs(value) or se == 0.0),
+                          history=tuple(acc.history),
+                          sampler=(f"tilts at q' + k'_j weighted by K_qj |v_j - o_q| / D_q, "
+                                   f"{defensive:g} from N(0, I)") if head.tilted
+                          else "omega ~ N(0, I)")
