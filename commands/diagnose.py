@@ -148,6 +148,10 @@ def _add(p):
              help="arithmetic to emulate beside float64, among " + ", ".join(DTYPES[1:])
                   + ": every step rounded, its rounding error beside the sampling error "
                     "(bfloat16 needs ml_dtypes: pip install \"rfkernels[precision]\")")
+    p.add_argument("--floor", action="store_true",
+                   help="also each head's variance floor: the least attention MSE at each r of "
+                        "any policy of independent draws of each kind's representation (first "
+                        "order; rfkernels.floor), and the r at which even it reaches the target")
     p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
                    help="processes working on heads side by side, with the same numbers (default: "
@@ -224,6 +228,8 @@ def _command_line(args, meta):
         parts += ["--budget", join(args.budget)]
     if len(meta["dtypes"]) > 1:
         parts += ["--dtype", join(meta["dtypes"][1:])]
+    if meta["floor"]:
+        parts += ["--floor"]
     if args.workers is not None:
         parts += ["--workers", str(args.workers)]
     if args.scheduler is not None:
@@ -296,8 +302,8 @@ def _run_diagnosis(loaded, args):
             loaded.q, loaded.k, loaded.v, m=args.m, kinds=args.kind, ensembles=args.ensemble,
             presets=args.preset, norms=args.norms, scale=args.scale, draws=args.draws,
             queries=args.queries, pairs=args.pairs, first_order_queries=args.first_order_queries,
-            target=args.target, budgets=args.budget, dtypes=args.dtype, seed=args.seed,
-            workers=args.workers, scheduler=args.scheduler,
+            target=args.target, budgets=args.budget, dtypes=args.dtype, floor=args.floor,
+            seed=args.seed, workers=args.workers, scheduler=args.scheduler,
             progress=progress)
     except DiagnoseMemoryError as exc:  # the options' names, not the API's arguments
         raise MemoryError(exc.render(True)) from None

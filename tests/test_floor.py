@@ -173,3 +173,25 @@ def test_bad_input_is_refused_in_one_line_before_any_work(call, message):
     with pytest.raises((ValueError, TypeError), match=message) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+def test_coupled_draws_go_below_the_floor_of_independent_draws():
+    """MATH.md: the floor bounds independent draws only. On 40 pairs of norm 0.7 in d = 8, m = 8:
+    positive simplex, hyperbolic orthogonal (the pairing) and trig orthogonal, chi or antithetic
+    norms, all below their representation's floor at the same r."""
+    rng = np.random.default_rng(0)
+    unit = rng.standard_normal((80, 8))
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    X, Y = 0.7 * unit[:40], 0.7 * unit[40:]
+    m = 8
+    for kind, ensemble, norms, representation in [
+            ("positive", "simplex", "chi", "positive"),
+            ("hyperbolic", "orthogonal", "chi", "pairing"),
+            ("hyperbolic", "orthogonal", "antithetic", "pairing"),
+            ("trig", "orthogonal", "chi", "trig"),
+            ("trig", "orthogonal", "antithetic", "trig")]:
+        floor = kernel_floor(X, Y, representation=representation)
+        r = m * floor.features_per_draw
+        coupled = _mean_relative_mse(rfkernels.estimator(kind, ensemble=ensemble, norms=norms), X, Y, m)
+        assert coupled < floor.value / r - 4 * floor.stderr / r, (kind, ensemble, norms, coupled,
+                                                                  floor.value / r)

@@ -111,6 +111,19 @@ def _pooled_first_order(group):
             "first_order_reason": None}
 
 
+def _pooled_floor(group):
+    reasons = [r["floor_reason"] for r in group if r["floor_reason"]]
+    if reasons:
+        return {"floor_mse": None, "floor_stderr": None, "floor_valid": None,
+                "floor_normaliser_rel_sd": None, "floor_reason": reasons[0]}
+    return {"floor_mse": _mean([r["floor_mse"] for r in group]),
+            "floor_stderr": _combined_se([r["floor_stderr"] for r in group]),
+            "floor_valid": all(r["floor_valid"] for r in group),
+            "floor_normaliser_rel_sd": float(np.sqrt(np.mean([r["floor_normaliser_rel_sd"] ** 2
+                                                              for r in group]))),
+            "floor_reason": None}
+
+
 def _pooled_row(group, kernel):
     first = group[0]
     att = float(np.mean([r["attention_mse"] for r in group]))  # inf or NaN propagate
@@ -139,6 +152,7 @@ def _pooled_row(group, kernel):
                 "stabiliser_share_max": None if None in tops else float(np.max(tops)),
                 "overflow_draws": int(sum(r["overflow_draws"] for r in group))})
     row.update(_pooled_first_order(group))
+    row.update(_pooled_floor(group))
     row.update(kernel)
     return row
 

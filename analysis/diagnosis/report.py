@@ -32,7 +32,11 @@ CSV_COLUMNS = (
     "kernel_rel_mse_median", "kernel_rel_mse_q90", "kernel_rel_mse_q99", "kernel_rel_mse_max",
     "kernel_rel_mse_mean", "kernel_rel_mse_mean_stderr", "kernel_share_rel_mse_above_1",
     "heads", "heads_worse_than_uniform", "first_order_reason", "kernel_reason",
+    "floor_mse", "floor_stderr", "floor_valid", "floor_normaliser_rel_sd", "floor_reason",
 )
+#: The variance floor's fields of a row (their reason: ``floor_reason``): the least attention
+#: MSE at r of any policy of independent draws of the kind's representation, first order.
+FLOOR_FIELDS = ("floor_mse", "floor_stderr", "floor_valid", "floor_normaliser_rel_sd")
 
 
 #: Attention-level fields, undefined where a draw's output was not finite.
@@ -51,7 +55,7 @@ _OTHER_NULLS = {
     "r_needed": lambda row: row.get("note"),
     "best": lambda row: row.get("note") or "no estimator has a finite relative MSE at this r",
     "note": lambda row: "nothing to add",
-    "scheduler": lambda row: "no Dask scheduler: the heads ran on this machine's threads",
+    "scheduler": lambda row: "no Dask scheduler: the heads ran on this machine's processes",
     "unshifted_overflow_side": lambda row: "no side overflows unshifted in this dtype",
     "ahead_of_runner_up": lambda row: ("not decided: the best and the runner-up are not both "
                                        "measured at this r with standard errors"),
@@ -79,6 +83,8 @@ def null_reason(key, value, row):
         return row["first_order_reason"]
     if base.startswith("kernel_") and row.get("kernel_reason"):
         return row["kernel_reason"]
+    if base.startswith("floor_") and row.get("floor_reason"):
+        return row["floor_reason"]
     if base.startswith("rounding_") and row.get("rounding_reason"):
         return row["rounding_reason"]
     if base in _ATTENTION_FIELDS and row.get("draws_nonfinite"):
@@ -383,6 +389,79 @@ def _advice(diag):
     return lines + [""]
 
 
+def _floor_reach(row, target, sd_max):
+    """(r at which the floor reaches ``target``, r from which its first order is valid) of a row,
+    as floats (the floor is exactly c / r, so no grid is needed)."""
+    c = row["floor_mse"] / row["zero_mse"] * row["r"]
+    return c / target, row["r"] * (row["floor_normaliser_rel_sd"] / sd_max) ** 2
+
+
+def _r_text(r, practical):
+    """An r to print: a whole number, or beyond ``practical`` its order of magnitude only."""
+    return f"{math.ceil(r)}" if r <= practical else f"{r:.2g} (beyond any practical r)"
+
+
+def _floor_verdict(r_target, r_valid, practical):
+    if r_target > practical:
+        return (f"not reachable at any practical r by independent draws: the floor needs r = "
+                f"{r_target:.2g}, more than {EXTRAPOLATE_MAX} times the largest r measured")
+    if r_valid <= r_target:
+        return (f"no policy of independent draws reaches it below r = {math.ceil(r_target)} "
+                f"(first order valid from r = {math.ceil(r_valid)})")
+    return (f"the floor reaches it at r = {math.ceil(r_target)}, but its first order holds only "
+            f"from r = {_r_text(r_valid, practical)}: below that the floor bounds nothing")
+
+
+def _floor(diag):
+    """The variance floor: per kind, pooled, and the r at which even it reaches the target."""
+    if not diag.meta.get("floor"):
+        return []
+    target, sd_max = diag.advice["target"], diag.meta["normaliser_sd_max"]
+    top_m = max(diag.meta["m_values"])
+    practical = EXTRAPOLATE_MAX * max(r["r"] for r in diag.summary)
+    by_kind = {}
+    for row in diag.summary:
+        if _exact(row["preset"]) and row["ensemble"] == diag.meta["ensembles"][0]:
+            by_kind.setdefault(row["kind"], []).append(row)
+    measured = {(r["kind"], r["ensemble"]): r["relative_mse"] for r in diag.summary
+                if _exact(r["preset"]) and r["m"] == top_m}
+    lines = ["## The variance floor", "",
+             "The least relative attention MSE of any policy of independent draws of each kind's "
+             "representation (`rfkernels.floor.attention_floor`, first order, pooled over heads), "
+             "beside what was measured. Coupled draws (orthogonal, simplex, antithetic) can go "
+             "below it: their measured ratio to iid is shown.", ""]
+    rows = []
+    for kind, group in by_kind.items():
+        group = sorted(group, key=lambda r: r["r"])
+        last = group[-1]
+        if last["floor_mse"] is None:
+            rows.append([kind, "—", "—", last["floor_reason"], "—"])
+            continue
+        floors = ", ".join(f"{_num(r['floor_mse'] / r['zero_mse'])} (r = {r['r']})" for r in group)
+        r_target, r_valid = _floor_reach(last, target, sd_max)
+        iid, orth = measured.get((kind, "iid")), measured.get((kind, "orthogonal"))
+        gain = _num(orth / iid) if iid and orth is not None and math.isfinite(iid) else "—"
+        rows.append([kind, floors, _num(last["relative_mse"]),
+                     _floor_verdict(r_target, r_valid, practical), gain])
+    lines += _table(["kind", "floor (relative MSE)", f"measured at m = {top_m}",
+                     f"target {target:g}", f"orthogonal / iid at m = {top_m}"], rows)
+    heads = {}
+    for row in diag.rows:
+        if (_exact(row["preset"]) and row["m"] == top_m and row["floor_mse"] is not None
+                and row["ensemble"] == diag.meta["ensembles"][0]):
+            r_target, r_valid = _floor_reach(row, target, sd_max)
+            heads.setdefault(row["head"], {})[row["kind"]] = _r_text(r_target, practical) + (
+                "" if r_valid <= r_target else f" (valid from {_r_text(r_valid, practical)})")
+    if len(heads) > 1:
+        kinds = list(by_kind)
+        index = {h["head"]: tuple(h["index"]) for h in diag.heads}
+        lines += ["", f"Per head, the r at which the floor reaches {target:g} (and where its "
+                      "first order holds, if only above that):", ""]
+        lines += _table(["head", "index"] + kinds, [[h, index[h]] + [got.get(k, "—") for k in kinds]
+                                                    for h, got in heads.items()])
+    return lines + [""]
+
+
 def _per_head(diag):
     if len(diag.heads) < 2:
         return []
@@ -418,6 +497,7 @@ def markdown_report(diagnosis, provenance=None):
     lines += _presets(diagnosis)
     lines += _precision(diagnosis)
     lines += _advice(diagnosis)
+    lines += _floor(diagnosis)
     lines += _per_head(diagnosis)
     lines += ["## How to read this", "",
               "- *Attention MSE*: mean over query rows and value coordinates of (estimate - exact)^2, "

@@ -14,11 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from rfkernels.estimators import estimator, registry
+from rfkernels.floor import attention_floor
 
 from ..attention_theory import attention_mse_first_order, first_order_kinds
 from ..points import independent_rows
 
-__all__ = ["KindView", "first_order", "fit_views"]
+__all__ = ["FLOOR_RTOL", "KindView", "first_order", "fit_views", "floors"]
+
+#: Precision of a diagnosis' floors: the standard error at most this share of each.
+FLOOR_RTOL = 0.03
 
 
 class KindView:
@@ -73,4 +77,30 @@ def first_order(plan, views, v, seed):
                 out[kind] = " ".join(str(exc).split())
             else:
                 out[kind] = (fo.mse, fo.stderr, fo.normaliser_rel_var)
+    return out
+
+
+def floors(plan, views, v, seed):
+    """Per kind: its representation's first-order attention floor on the head (an
+    :class:`rfkernels.floor.AttentionFloor`) or the reason there is none.
+
+    A kind runs on its view (a DERF kind: its transformed head), the view's
+    kind naming the representation; kinds sharing a representation and arrays
+    share one floor. ``seed`` draws every floor of the head.
+    """
+    out, done = {}, {}
+    for kind in plan.kinds:
+        view = views[kind]
+        rep = registry.entry("kind", view.kind).representation
+        if rep is None:
+            out[kind] = f"kind {kind!r} has no registered representation: no floor"
+            continue
+        key = (rep, id(view.q), id(view.k))
+        if key not in done:
+            try:
+                done[key] = attention_floor(view.q, view.k, v, scale=1.0, representation=rep,
+                                            seed=seed, rtol=FLOOR_RTOL)
+            except (OverflowError, FloatingPointError) as exc:
+                done[key] = " ".join(str(exc).split())
+        out[kind] = done[key]
     return out
