@@ -221,12 +221,19 @@ def print_table(ranking, out=print):
     out(f"(ratio: to FAVOR+ iid, {base}, at the same r; rel RMSE: sqrt(MSE)/{k}"
         + (f", sqrt(mean MSE / mean {k}^2) over the pairs)" if ranking.n_pairs > 1 else ")"))
     out("")
+    floors = ranking.inputs == "population"
+    if floors:
+        out("(floor: the least mean MSE at r of any policy of independent, unbiased draws of the "
+            "kind's representation, rfkernels.floor;")
+        out(" coupled draws (orthogonal, simplex, antithetic) and biased fixed norms can go below it)")
     width = max([len(row.name) for row in ranking.rows] + [9])
     out(f"{'rank':>4}  {'estimator':<{width}}  {'m':>6}  {'MSE':>10}  {'ratio':>10}  "
-        f"{'rel RMSE':>9}")
+        f"{'rel RMSE':>9}" + (f"  {'floor':>10}" if floors else ""))
     for row in ranking.ranked:
+        floor = "" if not floors else "  " + (f"{row.floor_mse:10.4e}" if row.floor_mse is not None
+                                              else f"{'n/a':>10}")
         out(f"{row.rank:>4}  {row.name:<{width}}  {row.m:>6}  {_mse_text(row):>10}  "
-            f"{_ratio_text(row)}  {_relative_text(row):>9}")
+            f"{_ratio_text(row)}  {_relative_text(row):>9}{floor}")
     rel = [(row.rank, row.relative_rmse) for row in ranking.ranked if row.relative_rmse is not None]
     zero = [rank for rank, v in rel if abs(v - 1.0) <= _ABOUT_ZERO]
     worse = [rank for rank, v in rel if v > 1.0 + _ABOUT_ZERO]

@@ -28,11 +28,17 @@ import numpy as np
 
 from . import theory
 from .estimators import estimator, registry
+from .floor import kernel_floor
 from .strict_json import json_safe
 from .validation import check_finite, check_int, check_same_d, check_vectors
 
 #: The reference of every ratio: FAVOR+ with iid projections and chi norms.
 BASELINE = ("positive", "iid", "chi")
+#: Precision of a population's floors (standard error over value), drawn from seed 0.
+FLOOR_RTOL = 0.01
+#: Why one pair has no floor here.
+PAIR_FLOOR_REASON = ("the floor is for populations: for one pair the tilt at u = x + y gives the "
+                     "positive and paired representations zero variance")
 
 _LOG_MAX = math.log(np.finfo(np.float64).max)
 
@@ -76,6 +82,13 @@ class RankedEstimator:
         error of the estimate 0, e.g. a fixed-norm estimator at large norms.
         None where the row has no MSE, the kernel is 0 or beyond float64, or
         the ratio is beyond float64.
+    floor_mse, floor_stderr : float or None
+        For a population: the least mean MSE at the row's ``outputs`` of any
+        policy of independent draws of the kind's representation
+        (:func:`rfkernels.floor.kernel_floor`, the pairs weighted by K^2, a
+        data-fitted kind on its transformed pairs), in the units of ``mse``,
+        with its Monte Carlo standard error. Coupled draws (orthogonal,
+        simplex, antithetic) can go below it. None with its reason otherwise.
     """
 
     rank: Optional[int]
@@ -91,6 +104,8 @@ class RankedEstimator:
     reason: Optional[str] = None
     null_reasons: tuple = ()
     relative_rmse: Optional[float] = None
+    floor_mse: Optional[float] = None
+    floor_stderr: Optional[float] = None
 
     @property
     def ranked(self):
@@ -107,7 +122,8 @@ class RankedEstimator:
         out = {"rank": self.rank, "kind": self.kind, "ensemble": self.ensemble,
                "norms": self.norms, "m": self.m, "r": self.r, "outputs": self.outputs,
                "mse": self.mse, "log_mse": self.log_mse, "ratio": self.ratio,
-               "relative_rmse": self.relative_rmse, "reason": self.reason}
+               "relative_rmse": self.relative_rmse, "floor_mse": self.floor_mse,
+               "floor_stderr": self.floor_stderr, "reason": self.reason}
         reasons = dict(self.null_reasons)
         if self.reason is None:
             reasons["reason"] = "ranked: the estimator has an exact MSE here"
@@ -275,7 +291,7 @@ def rank_estimators(x=None, y=None, *, r, geom=None, kernel="softmax", gamma=Non
     r = check_int(r, "r", minimum=1)
     estimator(BASELINE[0], kernel=kernel, gamma=gamma)  # the kernel and gamma, checked once
     inputs = _check_inputs(x, y, geom)
-    rows, refused, fits = [], [], {}
+    rows, refused, fits, floors = [], [], {}, {}
     # the theory works in log space: an overflow on the way (a huge gamma or norm) ends in
     # the row's value or reason, never in a NumPy warning
     with np.errstate(over="ignore"):
@@ -292,7 +308,8 @@ def rank_estimators(x=None, y=None, *, r, geom=None, kernel="softmax", gamma=Non
                         continue
                     m = r // kind.features_per_projection
                     log_mse, reason = _log_mse(est, m, r, inputs, fits)
-                    rows.append(((kind.name, ens.name, law.name), m, log_mse, reason))
+                    floor = _floor(est, m, inputs, fits, floors)
+                    rows.append(((kind.name, ens.name, law.name), m, log_mse, reason, floor))
     return Ranking(rows=_finish_rows(rows, r, log_k2), r=r, d=inputs.d, n_pairs=inputs.n_pairs,
                    inputs=inputs.label, kernel=kernel,
                    gamma=None if gamma is None else float(gamma), refused=tuple(refused))
@@ -383,6 +400,39 @@ def _log_mse(est, m, r, inputs, fits):
     return log_mse, None
 
 
+def _floor(est, m, inputs, fits, cache):
+    """``(floor of the mean MSE at m projections, its stderr, None)`` or ``(None, None, why)``;
+    one floor per representation and pairs (``cache``)."""
+    kind = est.kind
+    if not inputs.population:
+        return None, None, PAIR_FLOOR_REASON
+    if kind.representation is None:
+        return None, None, f"kind={kind.name!r} has no registered representation: no floor"
+    if m == 0:
+        return None, None, "no projection at this r"
+    rep, key = kind.representation, kind.representation
+    if est.needs_fit:
+        est, reason = _fitted(est, inputs, fits)
+        if reason is not None:
+            return None, None, reason
+        rep, key = est, kind.name
+    if key not in cache:
+        try:
+            logs = 2.0 * np.asarray(theory.kernel_log_value(inputs.geom, est), dtype=np.float64)
+            floor = kernel_floor(*inputs.vectors, weights=np.exp(logs - logs.max()),
+                                 kernel=est.kernel.name,
+                                 gamma=getattr(est.kernel_params, "gamma", None),
+                                 representation=rep, seed=0, rtol=FLOOR_RTOL)
+            cache[key] = (floor, math.exp(_log_mean(logs)), None)
+        except _THEORY_ERRORS as exc:
+            cache[key] = (None, None, f"the floor has no value here: {_one_line(exc)}")
+    floor, mean_k2, reason = cache[key]
+    if reason is not None:
+        return None, None, reason
+    outputs = m * floor.features_per_draw
+    return floor.value / outputs * mean_k2, floor.stderr / outputs * mean_k2, None
+
+
 def _free_parameters(est):
     """A kind with parameters left to their per-pair default that it can fit on a population (OPRF)."""
     kind = est.kind
@@ -454,11 +504,11 @@ def _ratio(log_mse, base):
 
 def _finish_rows(rows, r, log_k2=None):
     """The :class:`RankedEstimator` rows: ranked by log MSE (stable), then the unranked."""
-    by_names = {names: (log, reason) for names, _, log, reason in rows}
+    by_names = {names: (log, reason) for names, _, log, reason, _ in rows}
     base = by_names.get(BASELINE, (None, "not registered"))  # the ratios' reference, by identity
     ranked = sorted((row for row in rows if row[3] is None), key=lambda row: row[2])
     out = []
-    for rank, (names, m, log_mse, _) in enumerate(ranked, 1):
+    for rank, (names, m, log_mse, _, floor) in enumerate(ranked, 1):
         notes = []
         mse = math.exp(log_mse) if log_mse <= _LOG_MAX else None
         if mse is None:
@@ -472,18 +522,21 @@ def _finish_rows(rows, r, log_k2=None):
         if why is not None:
             notes.append(("relative_rmse", why))
         out.append(_row(rank, names, m, r, mse, None if log_mse == -math.inf else log_mse,
-                        ratio, None, tuple(notes), rel))
-    for names, m, _, reason in rows:
+                        ratio, None, tuple(notes), rel, floor))
+    for names, m, _, reason, floor in rows:
         if reason is not None:
             notes = tuple((key, reason) for key in ("mse", "log_mse", "ratio", "relative_rmse"))
-            out.append(_row(None, names, m, r, None, None, None, reason, notes))
+            out.append(_row(None, names, m, r, None, None, None, reason, notes, None, floor))
     return tuple(out)
 
 
-def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes, relative_rmse=None):
+def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes, relative_rmse, floor):
     fpp = registry.entry("kind", names[0]).features_per_projection
+    floor_mse, floor_se, why = floor
+    if why is not None:
+        notes = notes + (("floor_mse", why), ("floor_stderr", why))
     return RankedEstimator(rank, *names, m, r, m * fpp, mse, log_mse, ratio, reason, notes,
-                           relative_rmse)
+                           relative_rmse, floor_mse, floor_se)
 
 
 __all__ = ["BASELINE", "RankedEstimator", "Ranking", "rank_estimators"]

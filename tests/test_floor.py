@@ -195,3 +195,28 @@ def test_coupled_draws_go_below_the_floor_of_independent_draws():
         coupled = _mean_relative_mse(rfkernels.estimator(kind, ensemble=ensemble, norms=norms), X, Y, m)
         assert coupled < floor.value / r - 4 * floor.stderr / r, (kind, ensemble, norms, coupled,
                                                                   floor.value / r)
+
+
+def test_rank_gives_each_population_row_its_representations_floor_in_its_units():
+    """rank_estimators: the floor of the mean MSE (pairs weighted by K^2) at the row's outputs;
+    every unbiased estimator with independent draws (iid, chi norms) at or above it."""
+    from rfkernels import rank_estimators
+
+    X, Y = _population(seed=7)
+    ranking = rank_estimators(X, Y, r=16)
+    json_ready = ranking.to_dict()
+    assert all("floor_mse" in row for row in json_ready["rows"])
+    checked = 0
+    for row in ranking.rows:
+        if row.ensemble == "iid" and row.norms == "chi" and row.mse is not None \
+                and row.floor_mse is not None:
+            assert row.mse >= row.floor_mse - 4 * row.floor_stderr, (row.name, row.mse, row.floor_mse)
+            checked += 1
+    assert checked >= 6
+    positive = ranking.row("positive", "iid", "chi")
+    k2 = np.exp(2 * np.sum(X * Y, axis=1))
+    alone = kernel_floor(X, Y, weights=k2, seed=0, rtol=0.01)
+    assert positive.floor_mse == pytest.approx(alone.value / 16 * k2.mean(), rel=1e-9)
+    assert ranking.row("offset", "iid", "chi").floor_mse is None
+    one = rank_estimators(X[0], Y[0], r=16).row("positive", "iid", "chi").to_dict()
+    assert one["floor_mse"] is None and "populations" in one["null_reasons"]["floor_mse"]
