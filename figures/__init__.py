@@ -54,6 +54,7 @@ FIGURES = {
     "bias_audit": "bias_audit",
     "zoo_attention": "zoo_attention",
     "capacity": "capacity",
+    "floor": "floor",
 }
 
 

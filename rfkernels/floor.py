@@ -42,7 +42,8 @@ import numpy as np
 from .estimators import registry
 from .validation import check_choice, check_int, check_matrix, check_real, check_seed
 
-__all__ = ["AttentionFloor", "Floor", "NORMALISER_SD_MAX", "attention_floor", "kernel_floor"]
+__all__ = ["AttentionFloor", "Floor", "NORMALISER_SD_MAX", "attention_floor", "kernel_floor",
+           "valid_from"]
 
 #: Default precision: the standard error at most this share of the value.
 DEFAULT_RTOL = 0.01
@@ -55,13 +56,19 @@ DEFENSIVE = 0.1
 #: relative standard deviation, :math:`\sqrt{\operatorname{Var}\hat D_i / D_i^2}`
 #: averaged over its rows, is at most this: the delta method needs the
 #: ratio's denominator nearly exact (its variance matched Monte Carlo to
-#: |z| < 2 at L = 32, d = 4, m = 8, entries N(0, 0.2^2), every kind). The
+#: ``|z| < 2`` at L = 32, d = 4, m = 8, entries N(0, 0.2^2), every kind). The
 #: diagnosis (its first-order columns) and the floor (under the optimal policy) share it.
 NORMALISER_SD_MAX = 0.1
 #: A floor above this share of its bound N - 1 is reported as near it.
 NEAR_BOUND = 0.5
 #: Elements of one batch's largest (draws x pairs) array.
 _CHUNK = 1 << 21
+
+
+def valid_from(normaliser_rel_sd, r):
+    """The r from which the first-order expansion holds, given the normalisers' relative standard
+    deviation at ``r`` (it falls as 1/sqrt(r)): where it reaches :data:`NORMALISER_SD_MAX`."""
+    return r * (normaliser_rel_sd / NORMALISER_SD_MAX) ** 2
 
 
 @dataclass(frozen=True)
@@ -155,8 +162,11 @@ class AttentionFloor:
     def valid_at(self, r):
         """Whether the first-order expansion holds at ``r`` features under the optimal policy
         (the normalisers' relative standard deviation at most :data:`NORMALISER_SD_MAX`)."""
-        m = check_int(r, "r") / self.features_per_draw
-        return bool(math.sqrt(max(self.normaliser_rel_var, 0.0) / m) <= NORMALISER_SD_MAX)
+        return bool(check_int(r, "r") >= self.valid_from())
+
+    def valid_from(self):
+        """The r from which the first-order expansion holds under the optimal policy."""
+        return valid_from(math.sqrt(max(self.normaliser_rel_var, 0.0) * self.features_per_draw), 1)
 
 
 # ---------------------------------------------------------------------------

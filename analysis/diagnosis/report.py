@@ -15,6 +15,7 @@ import io
 import math
 
 from rfkernels.estimators import registry
+from rfkernels.floor import valid_from
 from rfkernels.presets import preset as preset_entry
 
 from .advice import EXTRAPOLATE_MAX
@@ -389,11 +390,11 @@ def _advice(diag):
     return lines + [""]
 
 
-def _floor_reach(row, target, sd_max):
+def _floor_reach(row, target):
     """(r at which the floor reaches ``target``, r from which its first order is valid) of a row,
     as floats (the floor is exactly c / r, so no grid is needed)."""
     c = row["floor_mse"] / row["zero_mse"] * row["r"]
-    return c / target, row["r"] * (row["floor_normaliser_rel_sd"] / sd_max) ** 2
+    return c / target, valid_from(row["floor_normaliser_rel_sd"], row["r"])
 
 
 def _r_text(r, practical):
@@ -416,7 +417,7 @@ def _floor(diag):
     """The variance floor: per kind, pooled, and the r at which even it reaches the target."""
     if not diag.meta.get("floor"):
         return []
-    target, sd_max = diag.advice["target"], diag.meta["normaliser_sd_max"]
+    target = diag.advice["target"]
     top_m = max(diag.meta["m_values"])
     practical = EXTRAPOLATE_MAX * max(r["r"] for r in diag.summary)
     by_kind = {}
@@ -438,7 +439,7 @@ def _floor(diag):
             rows.append([kind, "—", "—", last["floor_reason"], "—"])
             continue
         floors = ", ".join(f"{_num(r['floor_mse'] / r['zero_mse'])} (r = {r['r']})" for r in group)
-        r_target, r_valid = _floor_reach(last, target, sd_max)
+        r_target, r_valid = _floor_reach(last, target)
         iid, orth = measured.get((kind, "iid")), measured.get((kind, "orthogonal"))
         gain = _num(orth / iid) if iid and orth is not None and math.isfinite(iid) else "—"
         rows.append([kind, floors, _num(last["relative_mse"]),
@@ -449,7 +450,7 @@ def _floor(diag):
     for row in diag.rows:
         if (_exact(row["preset"]) and row["m"] == top_m and row["floor_mse"] is not None
                 and row["ensemble"] == diag.meta["ensembles"][0]):
-            r_target, r_valid = _floor_reach(row, target, sd_max)
+            r_target, r_valid = _floor_reach(row, target)
             heads.setdefault(row["head"], {})[row["kind"]] = _r_text(r_target, practical) + (
                 "" if r_valid <= r_target else f" (valid from {_r_text(r_valid, practical)})")
     if len(heads) > 1:
