@@ -27,7 +27,7 @@ from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, counter, legend
 NAME = "floor"
 TITLE = "The variance floor against r beside the estimators, on four synthetic heads"
 #: Seconds it takes warm, alone on 2 idle cores: {quick: seconds} (:func:`rfkernels.figures.budget`).
-BUDGET = {False: 12.0, True: 4.0}
+BUDGET = {False: 9.0, True: 4.0}
 KINDS = ("positive", "hyperbolic", "trig")
 ENSEMBLES = ("iid", "orthogonal")
 
