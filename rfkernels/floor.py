@@ -72,7 +72,27 @@ def valid_from(normaliser_rel_sd, r):
 
 
 @dataclass(frozen=True)
-class Floor:
+class _Estimate:
+    """The fields every floor has (:class:`Floor`, :class:`AttentionFloor`)."""
+
+    value: float
+    stderr: float
+    per_draw: float
+    representation: str
+    features_per_draw: int
+    draws: int
+    rtol: float
+    reached: bool
+    history: tuple
+    sampler: str
+
+    def mse(self, r):
+        """The floor at ``r`` output features: ``value / r``."""
+        return self.value / check_int(r, "r")
+
+
+@dataclass(frozen=True)
+class Floor(_Estimate):
     """Result of :func:`kernel_floor`.
 
     Attributes
@@ -80,11 +100,18 @@ class Floor:
     value, stderr : float
         The least mean relative MSE times r (per output feature), and its
         Monte Carlo standard error: at r features no policy of independent
-        draws has a mean relative MSE below ``value / r``.
+        draws has a mean relative MSE below ``value / r`` (:meth:`mse`).
     per_draw : float
         F itself, per draw of omega (``value / features_per_draw``).
     representation : str
     features_per_draw : int
+    draws, rtol, reached : int, float, bool
+        Draws of omega, the precision asked for and whether it was reached.
+    history : tuple of (draws, value, stderr)
+        The estimate at each check of its precision (the draws at most
+        doubling from one check to the next).
+    sampler : str
+        Where omega was drawn from.
     pairs : int
         Pairs in the population.
     bound : float or None
@@ -93,71 +120,34 @@ class Floor:
     near_bound : bool
         ``value`` above :data:`NEAR_BOUND` of ``bound``: if these pairs are a
         sample of a larger population, its floor is larger than they show.
-    draws, rtol, reached : int, float, bool
-        Draws of omega, the precision asked for and whether it was reached.
-    history : tuple of (draws, value, stderr)
-        The estimate at each check of its precision (the draws at most
-        doubling from one check to the next).
-    sampler : str
-        Where omega was drawn from.
     """
 
-    value: float
-    stderr: float
-    per_draw: float
-    representation: str
-    features_per_draw: int
-    pairs: int
-    bound: Optional[float]
-    near_bound: bool
-    draws: int
-    rtol: float
-    reached: bool
-    history: tuple
-    sampler: str
-
-    def mse(self, r):
-        """The least mean relative MSE at ``r`` output features."""
-        return self.value / check_int(r, "r")
+    pairs: int = 0
+    bound: Optional[float] = None
+    near_bound: bool = False
 
 
 @dataclass(frozen=True)
-class AttentionFloor:
+class AttentionFloor(_Estimate):
     """Result of :func:`attention_floor` (first order).
 
     Attributes
     ----------
     value, stderr : float
         The least relative attention MSE (MSE over the exact output's mean
-        square) times r, per output feature, and its standard error.
-    per_draw : float
-        The same per draw of omega.
+        square) times r, per output feature, and its standard error
+        (:meth:`mse`: at r features).
+    per_draw, representation, features_per_draw, draws, rtol, reached, history, sampler
+        As in :class:`Floor`.
     normaliser_rel_var : float
         Under the optimal policy at one draw, the normalisers' relative
         variance averaged over rows (at m draws: divided by m).
-    representation : str
-    features_per_draw, draws, rtol, reached, history, sampler
-        As in :class:`Floor`.
     rows, keys : int
     """
 
-    value: float
-    stderr: float
-    per_draw: float
-    normaliser_rel_var: float
-    representation: str
-    features_per_draw: int
-    rows: int
-    keys: int
-    draws: int
-    rtol: float
-    reached: bool
-    history: tuple
-    sampler: str
-
-    def mse(self, r):
-        """The least relative attention MSE at ``r`` output features (first order)."""
-        return self.value / check_int(r, "r")
+    normaliser_rel_var: float = 0.0
+    rows: int = 0
+    keys: int = 0
 
     def valid_at(self, r):
         """Whether the first-order expansion holds at ``r`` features under the optimal policy
