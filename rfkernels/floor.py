@@ -129,7 +129,7 @@ class Floor(_Estimate):
 
 @dataclass(frozen=True)
 class AttentionFloor(_Estimate):
-    """Result of :func:`attention_floor` (first order).
+    r"""Result of :func:`attention_floor` (first order).
 
     Attributes
     ----------
@@ -139,13 +139,19 @@ class AttentionFloor(_Estimate):
         (:meth:`mse`: at r features).
     per_draw, representation, features_per_draw, draws, rtol, reached, history, sampler
         As in :class:`Floor`.
-    normaliser_rel_var : float
+    normaliser_rel_var, normaliser_rel_var_stderr : float
         Under the optimal policy at one draw, the normalisers' relative
-        variance averaged over rows (at m draws: divided by m).
+        variance averaged over rows (at m draws: divided by m), a Monte Carlo
+        estimate with its standard error. Its integrand has
+        :math:`1/\sqrt{H}`, heavy where H is small: where the standard error
+        is of the order of the value the validity is not resolved, and a
+        negative value is noise around 0 (inf: the optimal policy never
+        draws where some normaliser's integrand lives).
     rows, keys : int
     """
 
     normaliser_rel_var: float = 0.0
+    normaliser_rel_var_stderr: float = 0.0
     rows: int = 0
     keys: int = 0
 
@@ -373,10 +379,12 @@ class _Mean:
     def square(self):
         """(E^2 estimated without bias, its standard error, E) from the draws so far."""
         logs = np.concatenate(self.logs)
-        if not np.all(np.isfinite(logs)):
+        if np.any(np.isnan(logs) | (logs == np.inf)):  # -inf is a ratio of 0 (H or G is 0 there)
             raise FloatingPointError("the floor's Monte Carlo ratio is not finite for some draws "
                                      "(its terms overflow float64)")
         top = float(np.max(logs))
+        if top == -math.inf:
+            return 0.0, 0.0, 0.0
         r = np.exp(logs - top)
         n = r.size
         mean, var = float(np.mean(r)), float(np.var(r, ddof=1))
@@ -541,6 +549,22 @@ class _Head:
         return log_h - log_mix, log_u - log_h - log_mix
 
 
+def _normaliser_rel_var(acc):
+    """The normalisers' relative variance at one draw under the optimal policy, and its standard
+    error: Z E_M[(phi(q).S_1/D_q)^2 / sqrt(H) Omega/M] - 1, Z = E sqrt(H) (inf where some drawn
+    omega has H = 0: the optimal policy never draws there, and the normaliser's variance under it
+    is infinite)."""
+    _, _, z = acc.square()
+    extra = np.concatenate(acc.extra)
+    if z == 0.0 or np.any(extra == np.inf):
+        return math.inf, math.inf
+    top = float(np.max(extra))
+    scaled = np.exp(extra - top)
+    scale = z * math.exp(top)
+    return (scale * float(np.mean(scaled)) - 1.0,
+            scale * float(np.std(scaled, ddof=1)) / math.sqrt(scaled.size))
+
+
 def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, rtol=DEFAULT_RTOL,
                     max_draws=MAX_DRAWS, defensive=DEFENSIVE):
     r"""The least relative attention MSE of any policy of independent draws, to first order.
@@ -578,6 +602,12 @@ def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, r
     head = _Head(rep, q, k, v, defensive)
     if head.out_sq == 0.0:
         raise ValueError("the exact attention output is zero: no relative MSE")
+    if not np.any(np.ptp(v, axis=0)):  # V the same for every key: every draw gives o exactly
+        return AttentionFloor(value=0.0, stderr=0.0, per_draw=0.0, representation=rep.name,
+                              features_per_draw=rep.features_per_draw, draws=0, rtol=rtol,
+                              reached=True, history=(), rows=q.shape[0], keys=k.shape[0],
+                              sampler="none: V is the same for every key, so H = 0 and every "
+                                      "estimator with positive normalisers returns o exactly")
     fpd = rep.features_per_draw
     batch = _batch_size(q.shape[0] + k.shape[0])
     acc = _Mean(rtol, max_draws)
@@ -593,11 +623,9 @@ def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, r
         if acc.done(value_of):
             break
     value, se = acc.history[-1][1:]
-    _, _, z = acc.square()
-    extra = np.concatenate(acc.extra)
-    top = float(np.max(extra))
-    rel_var = z * math.exp(top) * float(np.mean(np.exp(extra - top))) - 1.0
+    rel_var, rel_var_se = _normaliser_rel_var(acc)
     return AttentionFloor(value=value, stderr=se, per_draw=value / fpd, normaliser_rel_var=rel_var,
+                          normaliser_rel_var_stderr=rel_var_se,
                           representation=rep.name, features_per_draw=fpd, rows=q.shape[0],
                           keys=k.shape[0], draws=acc.n, rtol=rtol,
                           reached=bool(se <= rtol * abs(value) or se == 0.0),

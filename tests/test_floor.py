@@ -220,3 +220,19 @@ def test_rank_gives_each_population_row_its_representations_floor_in_its_units()
     assert ranking.row("offset", "iid", "chi").floor_mse is None
     one = rank_estimators(X[0], Y[0], r=16).row("positive", "iid", "chi").to_dict()
     assert one["floor_mse"] is None and "populations" in one["null_reasons"]["floor_mse"]
+
+
+def test_constant_values_have_floor_zero_and_say_why():
+    X, Y = _population(20, 4, 1.0)
+    floor = attention_floor(X, Y, np.full((20, 2), 3.0))
+    assert floor.value == 0.0 and floor.reached and "returns o exactly" in floor.sampler
+    assert floor.valid_at(1)
+
+
+def test_the_normalisers_variance_under_the_optimal_policy_comes_with_its_error():
+    from rfkernels.analysis import synthetic_qkv
+
+    q, k, v = synthetic_qkv(L=64, d=8, heads=1)
+    floor = attention_floor(q[0], k[0], v[0])
+    assert 0 < floor.normaliser_rel_var_stderr < 0.2 * floor.normaliser_rel_var
+    assert floor.valid_from() == pytest.approx(floor.normaliser_rel_var / 0.1 ** 2, rel=1e-12)
