@@ -236,3 +236,23 @@ def test_the_normalisers_variance_under_the_optimal_policy_comes_with_its_error(
     floor = attention_floor(q[0], k[0], v[0])
     assert 0 < floor.normaliser_rel_var_stderr < 0.2 * floor.normaliser_rel_var
     assert floor.valid_from() == pytest.approx(floor.normaliser_rel_var / 0.1 ** 2, rel=1e-12)
+
+
+def test_all_pairs_far_apart_fall_back_to_log_space_with_the_same_floor(monkeypatch):
+    """Norms of about 18: the factored matrix products underflow and the draws take the log-space path."""
+    from rfkernels import floor as module
+
+    rng = np.random.default_rng(8)
+    X, Y = rng.standard_normal((8, 4)) * 9.0, rng.standard_normal((6, 4)) * 9.0
+    direct = []
+    original = module._Population._direct
+
+    def counted(self, cx, cy):
+        direct.append(cx[0][0].shape[0])
+        return original(self, cx, cy)
+
+    monkeypatch.setattr(module._Population, "_direct", counted)
+    every = kernel_floor(X, Y, pairs="all", seed=1)
+    grid = kernel_floor(np.repeat(X, 6, axis=0), np.tile(Y, (8, 1)), seed=2)
+    assert sum(direct) > 0
+    assert abs(every.value - grid.value) / math.hypot(every.stderr, grid.stderr) < 4
