@@ -50,6 +50,12 @@ DEFAULT_RTOL = 0.01
 #: Draws of omega before the precision is first judged, and the most by default.
 MIN_DRAWS = 4096
 MAX_DRAWS = 1 << 19
+#: Pairs of the largest pair sample (a larger population is sampled), and of the first one
+#: of the history (the samples double from there).
+MAX_PAIRS = 1 << 18
+FIRST_PAIRS = 1 << 12
+#: Precision of the history's pair samples before the last.
+HISTORY_RTOL = 0.03
 #: Share of the attention floor's mixture drawn from Omega itself (bounds the ratio).
 DEFENSIVE = 0.1
 #: The first-order theory is flagged valid where the normalisers' predicted
@@ -107,13 +113,14 @@ class Floor(_Estimate):
     features_per_draw : int
     draws, rtol, reached : int, float, bool
         Draws of omega, the precision asked for and whether it was reached.
-    history : tuple of (draws, value, stderr)
-        The estimate at each check of its precision (the draws at most
-        doubling from one check to the next).
+    history : tuple of (pairs, draws, value, stderr)
+        The floor of pair samples of doubling size, the last the value's
+        (for the attention floor: (draws, value, stderr) at each check).
     sampler : str
         Where omega was drawn from.
-    pairs : int
-        Pairs in the population.
+    pairs, population : int
+        Pairs the value is computed on, and in the population (more where
+        it was sampled: ``max_pairs``).
     bound : float or None
         ``value``'s bound for a nonnegative representation (F + 1 <= max 1/w_p,
         times ``features_per_draw``); None for trig.
@@ -123,6 +130,7 @@ class Floor(_Estimate):
     """
 
     pairs: int = 0
+    population: int = 0
     bound: Optional[float] = None
     near_bound: bool = False
 
@@ -413,7 +421,8 @@ def _batch_size(n_items):
 
 
 def kernel_floor(X, Y, *, pairs="matched", weights=None, kernel="softmax", gamma=None,
-                 representation="positive", seed=0, rtol=DEFAULT_RTOL, max_draws=MAX_DRAWS):
+                 representation="positive", seed=0, rtol=DEFAULT_RTOL, max_draws=MAX_DRAWS,
+                 max_pairs=MAX_PAIRS):
     r"""The least mean relative MSE of any policy of independent draws on a population of pairs.
 
     Parameters
@@ -436,6 +445,13 @@ def kernel_floor(X, Y, *, pairs="matched", weights=None, kernel="softmax", gamma
         Draw until the standard error is at most this share of the value.
     max_draws : int
         The most draws of omega.
+    max_pairs : int
+        The most pairs the floor is computed on: a larger population is
+        sampled (matched pairs by weight; all pairs as a sub-grid of queries
+        x keys). The history doubles the pair sample from
+        :data:`FIRST_PAIRS` to that size, each before the last to
+        :data:`HISTORY_RTOL`; a floor that still grows at the last doubling,
+        or is ``near_bound``, is larger for the whole population.
 
     Returns
     -------
@@ -455,31 +471,65 @@ def kernel_floor(X, Y, *, pairs="matched", weights=None, kernel="softmax", gamma
     c = _kernel_scale(kernel, gamma)
     rtol, max_draws = _checked_precision(rtol, max_draws)
     rng = check_seed(seed)
+    max_pairs = check_int(max_pairs, "max_pairs", minimum=2)
+    rng = check_seed(seed)
     rep, x, y = _representation(representation, c * x, c * y)
-    pop = _Population(rep, x, y, pairs, logw)
-    batch = _batch_size(pop.n if pairs == "matched" else x.shape[0] + y.shape[0])
-    acc = _Mean(rtol, max_draws)
     fpd = rep.features_per_draw
+    history, samples = [], list(_pair_samples(pairs, x, y, logw, rng, max_pairs))
+    for i, (xs, ys, lw) in enumerate(samples):
+        last = i == len(samples) - 1
+        pop = _Population(rep, xs, ys, pairs, lw)
+        value, se, acc = _floor_of(pop, rng, rtol if last else max(rtol, HISTORY_RTOL), max_draws)
+        history.append((pop.n, acc.n, value, se))
+    bound = fpd * (math.exp(-float(np.min(lw))) - 1.0) if pop.tilted else None
+    total = x.shape[0] if pairs == "matched" else x.shape[0] * y.shape[0]
+    return Floor(value=value, stderr=se, per_draw=value / fpd, representation=rep.name,
+                 features_per_draw=fpd, pairs=pop.n, population=total, bound=bound,
+                 near_bound=bool(bound is not None and value > NEAR_BOUND * bound),
+                 draws=acc.n, rtol=rtol, reached=bool(se <= rtol * abs(value) or se == 0.0),
+                 history=tuple(history),
+                 sampler="the mixture of tilts at the pairs (by weight)" if pop.tilted
+                 else "omega ~ N(0, I) (the representation changes sign: no tilt)")
+
+
+def _floor_of(pop, rng, rtol, max_draws):
+    """(value, stderr, the accumulator) of one population of pairs, per output feature."""
+    fpd = pop.rep.features_per_draw
+    batch = _batch_size(pop.n if not pop.all else pop.x.shape[0] + pop.y.shape[0])
+    acc = _Mean(rtol, max_draws)
 
     def value_of():
         sq, se, _ = acc.square()
         return fpd * (sq - 1.0), fpd * se
 
     while True:
-        acc.add(pop.log_ratio(_draw(pop.centres, rep, rng, batch, x.shape[1])))
+        acc.add(pop.log_ratio(_draw(pop.centres, pop.rep, rng, batch, pop.x.shape[1])))
         if acc.done(value_of):
             break
     value, se = acc.history[-1][1:]
-    bound = None
-    if pop.tilted:
-        bound = fpd * (math.exp(-float(np.min(logw))) - 1.0)
-    return Floor(value=value, stderr=se, per_draw=value / fpd, representation=rep.name,
-                 features_per_draw=fpd, pairs=pop.n, bound=bound,
-                 near_bound=bool(bound is not None and value > NEAR_BOUND * bound),
-                 draws=acc.n, rtol=rtol, reached=bool(se <= rtol * abs(value) or se == 0.0),
-                 history=tuple(acc.history),
-                 sampler="the mixture of tilts at the pairs (by weight)" if pop.tilted
-                 else "omega ~ N(0, I) (the representation changes sign: no tilt)")
+    return value, se, acc
+
+
+def _pair_samples(pairs, x, y, logw, rng, max_pairs):
+    """``(x, y, log weights)`` of pair samples of doubling size from :data:`FIRST_PAIRS`, the last
+    the whole population or ``max_pairs`` pairs: matched pairs drawn by weight (then equally
+    weighted), all pairs as a sub-grid of random queries x random keys."""
+    n = x.shape[0] if pairs == "matched" else x.shape[0] * y.shape[0]
+    top = min(n, max_pairs)
+    sizes = [FIRST_PAIRS << i for i in range(64) if FIRST_PAIRS << i < top] + [top]
+    for size in sizes:
+        if size >= n:
+            yield x, y, logw
+        elif pairs == "matched":
+            p = np.exp(logw - logw.max())
+            idx = rng.choice(n, size=size, p=p / p.sum())
+            yield x[idx], y[idx], np.full(size, -math.log(size))
+        else:
+            share = math.sqrt(size / n)
+            rows = np.sort(rng.choice(x.shape[0], max(1, round(share * x.shape[0])), replace=False))
+            cols = np.sort(rng.choice(y.shape[0], max(1, round(share * y.shape[0])), replace=False))
+            lw = logw[np.ix_(rows, cols)]
+            yield x[rows], y[cols], lw - _logsumexp(lw.ravel(), axis=0)
 
 
 # ---------------------------------------------------------------------------

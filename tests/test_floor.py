@@ -256,3 +256,16 @@ def test_all_pairs_far_apart_fall_back_to_log_space_with_the_same_floor(monkeypa
     grid = kernel_floor(np.repeat(X, 6, axis=0), np.tile(Y, (8, 1)), seed=2)
     assert sum(direct) > 0
     assert abs(every.value - grid.value) / math.hypot(every.stderr, grid.stderr) < 4
+
+
+def test_the_history_doubles_the_pair_sample_up_to_the_population_or_max_pairs():
+    rng = np.random.default_rng(9)
+    X, Y = rng.standard_normal((10000, 3)) * 0.8, rng.standard_normal((10000, 3)) * 0.8
+    whole = kernel_floor(X, Y, rtol=0.02)
+    assert [h[0] for h in whole.history] == [4096, 8192, 10000]
+    assert whole.pairs == whole.population == 10000 and whole.history[-1][2] == whole.value
+    capped = kernel_floor(X, Y, rtol=0.02, max_pairs=5000)
+    assert [h[0] for h in capped.history] == [4096, 5000]
+    assert capped.pairs == 5000 and capped.population == 10000
+    grid = kernel_floor(X[:100], Y[:90], pairs="all", rtol=0.02)
+    assert [h[0] for h in grid.history][-1] == 9000 and grid.history[0][0] < 9000
