@@ -6,7 +6,8 @@ tokens, d = 32: the kernel-level floor of every query x key pair (262,144
 pairs) and the first-order attention floor, each to a standard error of at
 most 1% of its value (``rtol=0.01``), positive representation, seed 0.
 Timed in this process (the issue's limits: one head in at most 2 s, 72 heads
-in at most 150 s on 2 cores); with ``--csv FILE`` every head's numbers::
+in at most 150 s on 2 cores): one head best of 3 after its first call (also
+shown), then all 72; with ``--csv FILE`` every head's numbers::
 
     python benchmarks/bench_floor.py --csv /tmp/minilm_floor.csv
 """
@@ -48,7 +49,8 @@ def main():
     text, _ = text_and_source(None)
     cap = models.load().capture(text)
     layers, heads = cap.q.shape[:2]
-    one = head_floors(cap, *ONE)
+    first = head_floors(cap, *ONE)["seconds"]  # the first call of the process: its warm-up too
+    one = min((head_floors(cap, *ONE) for _ in range(3)), key=lambda row: row["seconds"])
     t0 = time.perf_counter()
     rows = [head_floors(cap, i, h) for i in range(layers) for h in range(heads)]
     total = time.perf_counter() - t0
@@ -56,7 +58,9 @@ def main():
           f"{time.strftime('%Y-%m-%d')}\n")
     print("| what | seconds | limit |")
     print("|---|---:|---:|")
-    print(f"| head {ONE}: kernel floor (all pairs) and attention floor | {one['seconds']:.2f} | 2 |")
+    print(f"| head {ONE}: kernel floor (all pairs) and attention floor, best of 3 | "
+          f"{one['seconds']:.2f} | 2 |")
+    print(f"| the same, the first call of the process | {first:.2f} | |")
     print(f"| {len(rows)} heads, both floors | {total:.1f} | 150 |")
     if args.csv:
         with open(args.csv, "w", newline="") as fh:
