@@ -40,7 +40,7 @@ from typing import Optional
 import numpy as np
 
 from .estimators import registry
-from .validation import check_choice, check_int, check_matrix, check_real, check_seed
+from .validation import check_bool, check_choice, check_int, check_matrix, check_real, check_seed
 
 __all__ = ["AttentionFloor", "Floor", "NORMALISER_SD_MAX", "attention_floor", "kernel_floor",
            "valid_from"]
@@ -156,10 +156,13 @@ class AttentionFloor(_Estimate):
         negative value is noise around 0 (inf: the optimal policy never
         draws where some normaliser's integrand lives).
     rows, keys : int
+    causal : bool
+        Each row with its own key prefix (``favor_attention(causal=True)``).
     """
 
     normaliser_rel_var: float = 0.0
     normaliser_rel_var_stderr: float = 0.0
+    causal: bool = False
     rows: int = 0
     keys: int = 0
 
@@ -538,18 +541,26 @@ def _pair_samples(pairs, x, y, logw, rng, max_pairs):
 
 
 class _Head:
-    """One head's exact attention and, per omega, log sqrt(H) over the mixture's ratio."""
+    """One head's exact attention and, per omega, log sqrt(H) over the mixture's ratio.
 
-    def __init__(self, rep, q, k, v, defensive):
+    Causal: row i attends the keys j <= i, so its sums over keys are prefix sums.
+    """
+
+    def __init__(self, rep, q, k, v, defensive, causal=False):
         self.rep, self.q, self.k, self.v, self.defensive = rep, q, k, v, defensive
+        self.causal = causal
         logits = q @ k.T
+        if causal:
+            logits = np.where(np.tri(q.shape[0], k.shape[0], dtype=bool), logits, -np.inf)
         self.log_den = _logsumexp(logits, axis=1)  # log D_q
-        p = np.exp(logits - self.log_den[:, None])  # softmax weights K_qj / D_q
+        p = np.exp(logits - self.log_den[:, None])  # softmax weights K_qj / D_q (0 beyond i)
         self.o = p @ v
         self.out_sq = float(np.sum(self.o * self.o))
         sq = (np.sum(v * v, axis=1)[None, :] - 2.0 * (self.o @ v.T)
               + np.sum(self.o * self.o, axis=1)[:, None])
         self.spread = np.sqrt(np.maximum(sq, 0.0))  # |v_j - o_q|, (L_q, L_k)
+        if causal:
+            self.spread = np.where(np.isfinite(logits), self.spread, 0.0)
         c = p * self.spread  # the tilts' weights c_qj = K_qj |v_j - o_q| / D_q
         self.c_total = float(np.sum(c))
         self.c_prob = (c / self.c_total).ravel() if self.c_total > 0 else None
@@ -576,18 +587,17 @@ class _Head:
             if self.tilted:
                 mix = mix + np.sum(p * (pk @ self.spread.T), axis=1)
             pk = pk if sk is None else pk * sk
-            sv.append(pk @ self.v)  # S_v,c (B, d_v)
-            s1.append(np.sum(pk, axis=1))  # S_1,c (B,)
-        # sum_q |sum_c phi_c(q) (S_vc - o_q S_1c)|^2 / D_q^2, through (B, L_q) @ (L_q, .) products
-        h = 0.0
-        for a in range(len(pq)):
-            for b in range(len(pq)):
-                alpha = pq[a] * pq[b]
-                h = h + (np.sum(alpha, axis=1) * np.sum(sv[a] * sv[b], axis=1)
-                         - np.sum((alpha @ self.o) * (sv[a] * s1[b][:, None] + sv[b] * s1[a][:, None]),
-                                  axis=1)
-                         + (alpha @ self.o_sq) * s1[a] * s1[b])
-        s1q = sum(p * s[:, None] for p, s in zip(pq, s1))  # phi(q).S_1 / D_q, scaled
+            if self.causal:  # each row's own keys: prefix sums, (B, L, d_v) and (B, L)
+                sv.append(np.cumsum(pk[:, :, None] * self.v[None], axis=1))
+                s1.append(np.cumsum(pk, axis=1))
+            else:
+                sv.append(pk @ self.v)  # S_v,c (B, d_v)
+                s1.append(np.sum(pk, axis=1))  # S_1,c (B,)
+        h = self._h(pq, sv, s1)
+        if self.causal:
+            s1q = sum(p * s for p, s in zip(pq, s1))
+        else:
+            s1q = sum(p * s[:, None] for p, s in zip(pq, s1))  # phi(q).S_1 / D_q, scaled
         with np.errstate(divide="ignore"):
             log_h = 0.5 * np.log(np.maximum(h, 0.0)) + aq + ak  # log sqrt(H)
             log_u = np.log(np.mean(s1q * s1q, axis=1)) + 2.0 * (aq + ak)
@@ -597,6 +607,23 @@ class _Head:
             else:
                 log_mix = np.zeros_like(log_h)
         return log_h - log_mix, log_u - log_h - log_mix
+
+
+    def _h(self, pq, sv, s1):
+        """sum_q |sum_c phi_c(q) (S_vc - o_q S_1c)|^2 / D_q^2 (scaled); bidirectional through
+        (B, L_q) @ (L_q, .) products, causal on the rows' prefix sums."""
+        if self.causal:
+            t = sum(p[:, :, None] * (v - self.o[None] * s[:, :, None]) for p, v, s in zip(pq, sv, s1))
+            return np.sum(t * t, axis=(1, 2))
+        h = 0.0
+        for a in range(len(pq)):
+            for b in range(len(pq)):
+                alpha = pq[a] * pq[b]
+                h = h + (np.sum(alpha, axis=1) * np.sum(sv[a] * sv[b], axis=1)
+                         - np.sum((alpha @ self.o) * (sv[a] * s1[b][:, None] + sv[b] * s1[a][:, None]),
+                                  axis=1)
+                         + (alpha @ self.o_sq) * s1[a] * s1[b])
+        return h
 
 
 def _normaliser_rel_var(acc):
@@ -615,8 +642,8 @@ def _normaliser_rel_var(acc):
             scale * float(np.std(scaled, ddof=1)) / math.sqrt(scaled.size))
 
 
-def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, rtol=DEFAULT_RTOL,
-                    max_draws=MAX_DRAWS, defensive=DEFENSIVE):
+def attention_floor(Q, K, V, *, scale=None, representation="positive", causal=False, seed=0,
+                    rtol=DEFAULT_RTOL, max_draws=MAX_DRAWS, defensive=DEFENSIVE):
     r"""The least relative attention MSE of any policy of independent draws, to first order.
 
     Bidirectional attention of queries ``Q`` (L_q, d), keys ``K`` (L_k, d)
@@ -626,6 +653,9 @@ def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, r
     from tilts at :math:`q' + k'_j` weighted by :math:`K_{qj}|v_j - o_q|/D_q`,
     with a share ``defensive`` from :math:`\Omega` (a nonnegative
     representation; trig samples :math:`\Omega`), so the ratio is bounded.
+    ``causal=True``: row i attends the keys j <= i (L_q = L_k), each row's
+    sums over keys are prefix sums and its tilts are its own pairs; the
+    prefix-sum attention of ``favor_attention(causal=True)`` has this floor.
 
     Returns
     -------
@@ -639,6 +669,10 @@ def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, r
         raise ValueError(f"Q and K must share d; got {q.shape[1]} and {k.shape[1]}")
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"V must have one row per key ({k.shape[0]}); got {v.shape[0]}")
+    causal = check_bool(causal, "causal")
+    if causal and q.shape[0] != k.shape[0]:
+        raise ValueError(f"causal=True needs one key per query row (row i attends keys j <= i); "
+                         f"got {q.shape[0]} queries and {k.shape[0]} keys")
     scale = 1.0 / math.sqrt(q.shape[1]) if scale is None else float(check_real(scale, "scale"))
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0; got {scale!r}")
@@ -649,17 +683,18 @@ def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, r
     rng = check_seed(seed)
     root = math.sqrt(scale)
     rep, q, k = _representation(representation, root * q, root * k)
-    head = _Head(rep, q, k, v, defensive)
+    head = _Head(rep, q, k, v, defensive, causal)
     if head.out_sq == 0.0:
         raise ValueError("the exact attention output is zero: no relative MSE")
     if not np.any(np.ptp(v, axis=0)):  # V the same for every key: every draw gives o exactly
         return AttentionFloor(value=0.0, stderr=0.0, per_draw=0.0, representation=rep.name,
                               features_per_draw=rep.features_per_draw, draws=0, rtol=rtol,
                               reached=True, history=(), rows=q.shape[0], keys=k.shape[0],
+                              causal=causal,
                               sampler="none: V is the same for every key, so H = 0 and every "
                                       "estimator with positive normalisers returns o exactly")
     fpd = rep.features_per_draw
-    batch = _batch_size(q.shape[0] + k.shape[0])
+    batch = _batch_size(q.shape[0] * (v.shape[1] + 1) if causal else q.shape[0] + k.shape[0])
     acc = _Mean(rtol, max_draws)
 
     def value_of():
@@ -677,7 +712,7 @@ def attention_floor(Q, K, V, *, scale=None, representation="positive", seed=0, r
     return AttentionFloor(value=value, stderr=se, per_draw=value / fpd, normaliser_rel_var=rel_var,
                           normaliser_rel_var_stderr=rel_var_se,
                           representation=rep.name, features_per_draw=fpd, rows=q.shape[0],
-                          keys=k.shape[0], draws=acc.n, rtol=rtol,
+                          keys=k.shape[0], causal=causal, draws=acc.n, rtol=rtol,
                           reached=bool(se <= rtol * abs(value) or se == 0.0),
                           history=tuple(acc.history),
                           sampler=(f"tilts at q' + k'_j weighted by K_qj |v_j - o_q| / D_q, "

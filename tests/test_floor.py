@@ -269,3 +269,50 @@ def test_the_history_doubles_the_pair_sample_up_to_the_population_or_max_pairs()
     assert capped.pairs == 5000 and capped.population == 10000
     grid = kernel_floor(X[:100], Y[:90], pairs="all", rtol=0.02)
     assert [h[0] for h in grid.history][-1] == 9000 and grid.history[0][0] < 9000
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_h_is_the_first_order_sum_over_rows_computed_term_by_term(causal):
+    """H(w) = sum_q |phi(q).(S_v - o_q S_1)|^2 / D_q^2 with each row's keys (all, or j <= q),
+    against a loop over rows and keys, for the positive map and the pairing."""
+    from rfkernels.estimators import registry
+    from rfkernels.floor import _Head
+
+    rng = np.random.default_rng(10)
+    q, k, v = rng.normal(size=(6, 3)) * 0.6, rng.normal(size=(6, 3)) * 0.6, rng.normal(size=(6, 2))
+    omega = rng.normal(size=(3, 3))
+    for name in ("positive", "pairing"):
+        rep = registry.entry("representation", name)
+        head = _Head(rep, q, k, v, 0.1, causal)
+        head.tilted = False  # logs() then returns log sqrt(H)
+        got = 2.0 * head.logs(omega)[0]
+        for b, w in enumerate(omega):
+            phis = lambda x: np.array([np.exp(s * (w @ x) - x @ x / 2) for s in rep.tilt_signs]) \
+                / math.sqrt(len(rep.tilt_signs))
+            total = 0.0
+            for i in range(6):
+                keys = range(i + 1) if causal else range(6)
+                kern = np.array([math.exp(q[i] @ k[j]) for j in keys])
+                o = kern @ v[list(keys)] / kern.sum()
+                t = sum(phis(q[i]) @ phis(k[j]) * (v[j] - o) for j in keys)
+                total += (t @ t) / kern.sum() ** 2
+            assert math.exp(got[b]) == pytest.approx(total, rel=1e-9)
+
+
+def test_causal_floor_is_below_prefix_sum_favor_and_zero_for_one_row():
+    from rfkernels.analysis import synthetic_qkv
+
+    q, k, v = synthetic_qkv(L=64, d=8, heads=1)
+    q, k, v = q[0], k[0], v[0]
+    floor = attention_floor(q, k, v, causal=True, seed=3)
+    assert floor.causal and floor.valid_at(64)
+    s = 8 ** -0.25
+    exact = softmax_attention(s * q, s * k, v, causal=True)
+    errs = [np.mean((favor_attention(s * q, s * k, v, draw_projections(64, 8, seed=t), "positive",
+                                     causal=True, nonpositive="divide").output - exact) ** 2)
+            for t in range(200)]
+    mc, se = np.mean(errs) / np.mean(exact ** 2), np.std(errs, ddof=1) / math.sqrt(200) / np.mean(exact ** 2)
+    assert floor.mse(64) <= mc + 4 * math.hypot(se, floor.stderr / 64)
+    assert attention_floor(q[:1], k[:1], v[:1], causal=True).value == 0.0
+    with pytest.raises(ValueError, match="one key per query row"):
+        attention_floor(q[:3], k, v, causal=True)
