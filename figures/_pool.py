@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rfkernels.workers import die, die_with_parent, usable_cpus
+from rfkernels.workers import end_with, usable_cpus
 
 #: Seconds between the parent's looks at progress and interrupts while jobs run.
 POLL = 0.1
@@ -60,8 +60,7 @@ def threads_per_worker(workers, cpus=None):
 def init_worker(queue, parent_pid, threads):
     """Pool initializer: ignore SIGINT, die with the parent, limit threads, keep the queue."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if die_with_parent("rfkernels-figures-watch-parent") != parent_pid:
-        die()  # the parent died before the guard was set
+    end_with(parent_pid, "rfkernels-figures-watch-parent")
     from threadpoolctl import threadpool_limits
 
     import numba

@@ -281,6 +281,8 @@ class _Population:
     def __init__(self, rep, x, y, pairs, logw):
         self.rep, self.x, self.y, self.all, self.logw = rep, x, y, pairs == "all", logw
         self.tilted = rep.tilt_signs is not None
+        p = np.exp(logw.ravel())
+        self.prob = p / p.sum()  # the tilts' sampling probabilities (the pairs' weights)
         if self.all:
             xy = x @ y.T
             self.m2 = float(np.max(logw - 2.0 * xy))
@@ -294,8 +296,7 @@ class _Population:
 
     def centres(self, rng, size):
         """Tilt centres u_p = x_p + y_p of ``size`` pairs drawn by weight."""
-        p = np.exp(self.logw.ravel())
-        idx = rng.choice(p.size, size=size, p=p / p.sum())
+        idx = rng.choice(self.prob.size, size=size, p=self.prob)
         if self.all:
             i, j = np.divmod(idx, self.y.shape[0])
             return self.x[i] + self.y[j]

@@ -2,10 +2,10 @@
 
 A pool worker blocked on its task queue outlives a parent killed with
 SIGKILL (it is reparented and waits for ever). :func:`die_with_parent`, called
-in a pool's initializer, asks Linux to send the worker SIGKILL when its
+in a pool's initializer (through :func:`end_with`), asks Linux to send the worker SIGKILL when its
 parent dies (``prctl(PR_SET_PDEATHSIG)``) and, everywhere, starts a thread
 that ends the worker once its parent pid changes. Used by the sweep's pool
-(:mod:`rfkernels.analysis.sweep.executors`) and the figures' pool
+(:mod:`rfkernels.analysis.sweep.executors`), :func:`map_on_processes` and the figures' pool
 (:mod:`rfkernels.figures`).
 
 Threads. :func:`map_in_order` runs independent items of one computation
@@ -114,14 +114,21 @@ def _init_process(fn, shared, parent_pid, direct):
     global _TASK
     _TASK = (fn, shared)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = die_with_parent("rfkernels-pool-watch-parent")
-    if (direct and parent != parent_pid) or not alive(parent_pid):
-        die()  # the parent died before the guard was set
+    end_with(parent_pid, "rfkernels-pool-watch-parent", direct)
 
 
 def _call_process(item):
     fn, shared = _TASK
     return fn(shared, item)
+
+
+def end_with(parent_pid, name, direct=True):
+    """In a pool worker: :func:`die_with_parent`, and end at once if the process that started the
+    pool, ``parent_pid``, is already gone. ``direct``: it is this process's parent (compare the
+    pids); else a forkserver stands between them (ask whether it is alive)."""
+    parent = die_with_parent(name)
+    if (direct and parent != parent_pid) or not alive(parent_pid):
+        die()  # the parent died before the guard was set
 
 
 def die_with_parent(name="rfkernels-watch-parent", poll=PARENT_POLL):

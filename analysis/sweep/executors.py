@@ -6,7 +6,7 @@ import collections
 import contextlib
 import os
 
-from rfkernels.workers import alive, die, die_with_parent
+from rfkernels.workers import end_with
 
 from ..comparison import evaluate_point
 from ..points import point_id, point_seed
@@ -58,9 +58,7 @@ def init_worker(lock_fd, lock_inode, sweep_pid, direct=True):
     """
     forget_lock(lock_fd, lock_inode)
     # the parent: the sweep, or (``direct`` False) a forkserver that dies with it
-    parent = die_with_parent("rfkernels-sweep-watch-parent")
-    if (direct and parent != sweep_pid) or not alive(sweep_pid):
-        die()  # the sweep died before the guard was set
+    end_with(sweep_pid, "rfkernels-sweep-watch-parent", direct)
 
 
 def forget_lock(fd, inode):
