@@ -57,10 +57,11 @@ from .features import (
     feature_dimension,
     feature_map,
 )
-from .attention_inputs import check_matrix_xp, check_qkv, check_squared_norms
+from .attention_inputs import check_fit_rows, check_matrix_xp, check_qkv, check_squared_norms
 from .estimators import estimator
 from .pairs import check_map_param, fit_map_param, is_derf, refuse_derf_parameters, require_projections
-from .estimators.registry import check_kind, entry as registry_entry, names as registry_names
+from .estimators.registry import check_kind, entries as registry_entries, entry as registry_entry
+from .estimators.registry import names as registry_names
 from .presets import PRESETS as PRESET_ENTRIES
 from .presets import KeyState, check_preset, exact_presets, preset_attention, query_features
 from .validation import (
@@ -244,7 +245,7 @@ def softmax_attention(Q, K, V, *, causal=False, block_size=None):
 
 def favor_attention(
     Q, K, V, W, kind, *, A=None, causal=False, stabilize=True, nonpositive="nan", block_size=None,
-    preset="rfkernels", B_query=None, B_key=None,
+    preset="rfkernels", B_query=None, B_key=None, fit_rows=None,
 ):
     r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
 
@@ -283,7 +284,13 @@ def favor_attention(
         fitted on Q and K (:func:`rfkernels.fit_derf`). An isotropic A runs
         as OPRF on :math:`(B_1q, B_2k)/\sqrt{1-4a}` (``result.A`` is that a), a
         dense A as positive features in d + 2 dimensions; ``preset`` must be
-        ``"rfkernels"``.
+        ``"rfkernels"``. ``kind="data-tilted"`` (data-tilted positive features) is
+        fitted on Q and K too, and runs as positive features in d + 1
+        dimensions (:mod:`rfkernels.estimators.tilted`).
+    fit_rows : tuple of array_like, optional
+        ``(Q_fit, K_fit)``: the queries and keys a data-fitted kind is fitted
+        on, when not Q and K themselves (fit on some rows, measure on others);
+        the data-fitted kinds only.
     causal : bool, default False
         If True, row i attends to keys j <= i only (needs L = L_k), through
         running prefix sums.
@@ -415,10 +422,14 @@ def favor_attention(
         )
     check_kind(kind)
     refuse_derf_parameters(kind, B_query, B_key)
+    if fit_rows is not None and not registry_entry("kind", kind).population:
+        raise ValueError(f"fit_rows is for the data-fitted kinds "
+                         f"({', '.join(repr(k.name) for k in registry_entries('kind') if k.population)}); "
+                         f"got kind={kind!r}")
     if is_derf(kind):  # DERF: OPRF on (q', k'), or positive features in d + 2 dimensions
         check_choice(preset, "preset", exact_presets())
         return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, causal=causal, stabilize=stabilize,
-                               nonpositive=nonpositive, block_size=block_size)
+                               nonpositive=nonpositive, block_size=block_size, fit_rows=fit_rows)
     entry = check_preset(preset, kind, causal is True)
     if not entry.exact:
         if stabilize is not True:
@@ -541,14 +552,17 @@ def linear_attention(
 
 
 def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="attention", causal=False,
-                    stabilize=True, nonpositive="nan", block_size=None, caller="favor_attention"):
-    """A two-map kind's attention: fitted on Q and K (data-fitted kinds), then its map's ``runs_as`` on (q', k')."""
+                    stabilize=True, nonpositive="nan", block_size=None, caller="favor_attention",
+                    fit_rows=None):
+    """A two-map kind's attention: fitted on ``fit_rows`` or Q and K (data-fitted kinds), then its
+    map's ``runs_as`` on (q', k')."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
     require_projections(kind, W)
     q, k, _, _ = check_qkv(Q, K, V, causal, xp)
     est = estimator(kind, A=A, B_query=B_query, B_key=B_key, d=q.shape[1])
+    population = (to_numpy(q), to_numpy(k)) if fit_rows is None else check_fit_rows(fit_rows, q.shape[1])
     if est.needs_fit:
-        est = est.fitted_on(to_numpy(q), to_numpy(k))
+        est = est.fitted_on(*population)
     fmap = est.kind.feature_map
     if not fmap.two_roles:  # another kind's parameters (FAVOR+'s, OPRF's): that kind, the same bits
         run, label = est.kind.name, est.kind.name

@@ -7,7 +7,7 @@ import numpy as np
 from .backends import to_numpy
 from .validation import check_bool, check_finite, check_same_d
 
-__all__ = ["check_matrix_xp", "check_qkv", "check_squared_norms"]
+__all__ = ["check_fit_rows", "check_matrix_xp", "check_qkv", "check_squared_norms"]
 
 
 def check_matrix_xp(value, name, shape_text, xp):
@@ -57,3 +57,18 @@ def check_qkv(Q, K, V, causal, xp):
             f"K has L_k={k.shape[0]}"
         )
     return q, k, v, causal
+
+
+def check_fit_rows(value, d):
+    """``(Q_fit, K_fit)``: two finite float64 NumPy arrays of shape (n, d), the rows a kind is fitted on."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"fit_rows must be a pair (Q_fit, K_fit) of (n, d) arrays; got "
+                         f"{type(value).__name__}")
+    out = []
+    for arr, name in zip(value, ("fit_rows[0] (Q_fit)", "fit_rows[1] (K_fit)")):
+        arr = check_matrix_xp(to_numpy(arr) if not isinstance(arr, (list, tuple)) else arr,
+                              name, "(n, d)", np)
+        if arr.shape[1] != d:
+            raise ValueError(f"{name} has d = {arr.shape[1]} but Q has d = {d}")
+        out.append(np.asarray(arr, dtype=np.float64))
+    return tuple(out)

@@ -446,9 +446,11 @@ def _derf_feature_map(X, W, kind, A, B_query, B_key, role, kernel, gamma):
     """:func:`feature_map` of a kind with two maps: validated, then its map's ``features``."""
     entry = registry.entry("kind", kind)
     if entry.population:
+        given = entry.feature_map.given_kind
         raise ValueError(f"kind={kind!r} is fitted on a population of queries and keys, not on the "
-                         "rows of one map: fit = rfkernels.fit_derf(kind, Q, K), then "
-                         f"feature_map(X, W, {entry.feature_map.given_kind!r}, **fit.keywords, role=...)")
+                         "rows of one map: " + (entry.feature_map.no_keywords_reason if given is None
+                                                else "fit = rfkernels.fit_derf(kind, Q, K), then "
+                                                f"feature_map(X, W, {given!r}, **fit.keywords, role=...)"))
     require_projections(kind, W)
     xp = get_array_module(X, W)
     x, x1 = check_rows(X, "X", xp)

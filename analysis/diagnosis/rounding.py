@@ -24,6 +24,7 @@ import numpy as np
 from rfkernels.validation import check_choice
 
 from ..precision import DTYPES, Rounding, overflow_report, rounded_attention
+from .views import view_inputs
 
 __all__ = ["check_dtypes", "overflow_rows", "precision_rows", "rounding_errors"]
 
@@ -107,8 +108,8 @@ def overflow_rows(head, w, preset_kinds, dtypes, views):
     queries, keys, the kind it runs as and its parameters.
     """
     out = []
-    for p, kind in preset_kinds:
-        view = views[kind]
-        for row in overflow_report(view.q, view.k, w, view.kind, p, dtypes, A=view.params.get("A")):
+    for p, kind in preset_kinds:  # a cross-fitted view: its first run (the even query rows)
+        _, q, k, wv, run, params = view_inputs(views[kind], np.arange(views[kind].q.shape[0]), w)[0]
+        for row in overflow_report(q, k, wv, run, p, dtypes, A=params.get("A")):
             out.append({"head": head, "m": int(w.shape[0]), **row, "kind": kind})
     return out

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from rfkernels import theory
-from rfkernels.attention import PRESETS, favor_attention, softmax_attention
+from rfkernels.attention import PRESETS, softmax_attention
 from rfkernels.presets import preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
@@ -38,7 +38,7 @@ from .memory import PAIR_CHUNK, check_plan_memory
 from .advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
 from .report import FLOOR_FIELDS, markdown_report, null_reason, write_csv
 from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
-from .views import floors, first_order, fit_views
+from .views import floors, first_order, fit_views, view_attention
 
 __all__ = [
     "attention_kinds",
@@ -342,11 +342,9 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                                      seed=_seed(plan, 3, h, t, m, seed_index("ensemble", ens)))
                 for p, kind in plan.preset_kinds:
                     cell = out[(p, kind, ens, m)]
-                    view = views[kind]  # a DERF kind: OPRF on its transformed head
-                    qt = view.q[rows]
-                    try:
-                        res = favor_attention(qt, view.k, v, w, view.kind, nonpositive="divide",
-                                              preset=p, **view.params)
+                    try:  # a DERF kind: OPRF on its transformed head; data-tilted: cross-fitted
+                        res, errors = view_attention(views[kind], rows, v, w, p, plan.dtypes,
+                                                     rounding_errors)
                     except FloatingPointError:  # a library's unshifted features overflow
                         cell[:, t] = (math.inf, 0.0, math.nan, math.nan, 1.0)
                         continue
@@ -354,8 +352,7 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                     cell[:, t] = (_mse(res.output, ex), res.n_nonpositive_denominators / rows.size,
                                   math.nan if share is None else float(np.mean(share)),
                                   math.nan if share is None else float(np.max(share)), 0.0)
-                    for dt, got in rounding_errors(qt, view.k, v, w, view.kind, p, plan.dtypes,
-                                                   res.output, view.params.get("A")).items():
+                    for dt, got in errors.items():
                         rounding.setdefault((p, kind, ens, m, dt), []).append(got)
                 if progress is not None:
                     progress(1)

@@ -6,6 +6,13 @@ An isotropic DERF (the data-fitted ``saderf`` and ``aderf``) *is* OPRF on
 diagnosis fits it on the head's queries and keys and then runs every OPRF
 path (the exact kernel-level MSE, attention, rounding) on ``(q', k')`` with
 ``A = a``. Its rows keep the kind's name; its fitted parameter is that a.
+
+A kind fitted on held-out rows (:attr:`rfkernels.estimators.registry.Kind.held_out_fit`:
+the data-tilted features, whose policy is made of the head's own pairs) is
+fitted twice, on the odd and on the even query rows (every key), and each
+query row is measured with the policy fitted on the other half (cross-fitting):
+no row's error is measured by a policy fitted on it. Its attention runs as its
+map's ``dense_runs_as`` on the inputs of each draw (:func:`view_inputs`).
 Also the first-order theory per kind.
 """
 
@@ -13,25 +20,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from rfkernels import favor_attention
 from rfkernels.estimators import estimator, registry
 from rfkernels.floor import attention_floor
 
 from ..attention_theory import attention_mse_first_order, first_order_kinds
 from ..points import independent_rows
 
-__all__ = ["FLOOR_RTOL", "KindView", "first_order", "fit_views", "floors"]
+__all__ = ["FLOOR_RTOL", "KindView", "ViewResult", "first_order", "fit_views", "floors",
+           "view_attention", "view_inputs"]
 
 #: Precision of a diagnosis' floors: the standard error at most this share of each.
 FLOOR_RTOL = 0.03
 
 
 class KindView:
-    """The arrays and the kind a diagnosed kind runs as: ``q``, ``k``, ``kind``, ``params`` (keywords)."""
+    """The arrays and the kind a diagnosed kind runs as: ``q``, ``k``, ``kind``, ``params`` (keywords).
 
-    __slots__ = ("q", "k", "kind", "params")
+    ``halves``: for a kind fitted on held-out rows, its two fitted
+    estimators ``(fitted on the odd query rows, fitted on the even ones)``,
+    measured on the even and the odd rows respectively; None otherwise.
+    """
 
-    def __init__(self, q, k, kind, params):
-        self.q, self.k, self.kind, self.params = q, k, kind, params
+    __slots__ = ("q", "k", "kind", "params", "halves")
+
+    def __init__(self, q, k, kind, params, halves=None):
+        self.q, self.k, self.kind, self.params, self.halves = q, k, kind, params, halves
 
 
 def fit_views(kinds, q, k):
@@ -43,7 +57,12 @@ def fit_views(kinds, q, k):
     out = {}
     for kind in kinds:
         entry = registry.entry("kind", kind)
-        if entry.population:
+        if entry.population and entry.held_out_fit:
+            halves = tuple(estimator(kind).fitted_on(q[rows], k) if q[rows].shape[0] * k.shape[0] >= 2
+                           else estimator(kind).fitted_on(q, k)  # one query: fitted on it (L = 1)
+                           for rows in (slice(1, None, 2), slice(0, None, 2)))
+            out[kind] = KindView(q, k, kind, {}, halves)
+        elif entry.population:
             est = estimator(kind).fitted_on(q, k)
             fmap = entry.feature_map
             qt, kt, a = fmap.attention_inputs(est, q, k, np)
@@ -52,6 +71,63 @@ def fit_views(kinds, q, k):
         else:
             out[kind] = KindView(q, k, kind, {} if entry.fit is None else dict(entry.fit(q, k)))
     return out
+
+
+def view_inputs(view, rows, w):
+    """The runs of a view's attention at the query rows ``rows`` (sorted indices) with projections ``w``.
+
+    A list of ``(positions, q, k, w, kind, params)``: ``positions`` index
+    ``rows`` (a slice for one run); cross-fitted views (``halves``) give one
+    run per parity, each on its estimator's ``dense_attention_inputs``.
+    """
+    if view.halves is None:
+        return [(slice(None), view.q[rows], view.k, w, view.kind, view.params)]
+    out = []
+    for parity, est in enumerate(view.halves):
+        pos = np.flatnonzero(np.asarray(rows) % 2 == parity)
+        if pos.size:
+            fmap = est.kind.feature_map
+            qt, kt, wt = fmap.dense_attention_inputs(est, view.q[np.asarray(rows)[pos]], view.k, w, np)
+            out.append((pos, qt, kt, wt, fmap.dense_runs_as, {}))
+    return out
+
+
+class ViewResult:
+    """What a diagnosis reads of one attention run: ``output``, ``n_nonpositive_denominators``,
+    ``stabiliser_share`` (per row, or None)."""
+
+    __slots__ = ("output", "n_nonpositive_denominators", "stabiliser_share")
+
+    def __init__(self, output, n_nonpositive_denominators, stabiliser_share):
+        self.output = output
+        self.n_nonpositive_denominators = n_nonpositive_denominators
+        self.stabiliser_share = stabiliser_share
+
+
+def view_attention(view, rows, v, w, preset, dtypes, rounding_errors):
+    """``(ViewResult, {dtype: (rounding MSE, failed share, overflowed)})`` of a view at ``rows``.
+
+    ``rounding_errors(q, k, v, w, kind, preset, dtypes, reference, A)`` measures each
+    run against its float64 output; the runs' rounding errors are combined by
+    their row counts. Raises FloatingPointError
+    where a library's unshifted features overflow.
+    """
+    parts = view_inputs(view, rows, w)
+    n = len(rows)
+    output, share, bad, errors = np.empty((n, v.shape[1])), np.full(n, np.nan), 0, {}
+    for pos, q, k, wv, kind, params in parts:
+        res = favor_attention(q, k, v, wv, kind, nonpositive="divide", preset=preset, **params)
+        output[pos] = res.output
+        bad += res.n_nonpositive_denominators
+        if res.stabiliser_share is not None:
+            share[pos] = res.stabiliser_share
+        size = res.output.shape[0] / n
+        for dt, (mse, failed, over) in rounding_errors(q, k, v, wv, kind, preset, dtypes,
+                                                        res.output, params.get("A")).items():
+            total = errors.get(dt, (0.0, 0.0, False))
+            errors[dt] = (total[0] + size * mse, total[1] + size * failed, total[2] or over)
+    has_share = not np.all(np.isnan(share))
+    return ViewResult(output, bad, share if has_share else None), errors
 
 
 def first_order(plan, views, v, seed):

@@ -147,7 +147,7 @@ def literal_chunks(s, first=0):
         b = draw_phases(s.m, seed=gen, backend=draw_backend) if s.est.kind.random_phase else None
         return w, b
 
-    if s.est.kind.feature_map.two_roles:  # a query map and a key map (DERF)
+    if s.est.kind.feature_map.two_roles:  # a query map and a key map (DERF; tilted)
         estimates, log_estimates = _derf_literal(s, X, Y, xp)
     # pairs sharing one value of the kind's parameter (OPRF's A per pair; None for a kind
     # without one) go through one feature_map call
@@ -176,7 +176,7 @@ def literal_chunks(s, first=0):
             sign[sl], logabs[sl] = xp.diagonal(sg), xp.diagonal(la)
         return sign, logabs
 
-    if s.est.kind.pair_transform is None:
+    if not s.est.kind.feature_map.two_roles:
         estimates, log_estimates = plain_estimates, plain_log_estimates
     for _ in range(first):  # skip the trials before `first` (the Generator is sequential)
         draw()

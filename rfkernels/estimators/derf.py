@@ -61,6 +61,11 @@ class DERFKindParams:
     derf: object = None
 
     @property
+    def fitted(self):
+        """Parameters given or fitted (False: a data-fitted kind not fitted yet)."""
+        return self.derf is not None
+
+    @property
     def d(self):
         return None if self.derf is None else self.derf.d
 
@@ -317,11 +322,17 @@ def dense_attention_inputs(est, q, k, w, xp):
     return qt, kt, wt
 
 
+def keywords(value):
+    """Kind ``'derf'``'s keyword parameters of a fitted or given value (``feature_map(X, W, 'derf', **...)``)."""
+    p = params_of(value)
+    return {"A": p.a if p.isotropic else p.A, "B_query": p.B1, "B_key": p.B2}
+
+
 #: The family's map: a query map and a key map; attention as OPRF on transformed
 #: rows (isotropic A) or FAVOR+ in d + 2 dimensions (a dense A).
 MAP = maps.PairMap(features=features, log_features=log_features, attention_inputs=attention_inputs,
                    dense_attention_inputs=dense_attention_inputs, runs_as=oprf.KIND.name,
-                   dense_runs_as="positive", given_kind="derf")
+                   dense_runs_as="positive", given_kind="derf", keywords=keywords)
 
 KINDS = {}
 for _name in DERF_KINDS:
@@ -337,6 +348,7 @@ for _name in DERF_KINDS:
         param_names=() if _fitted else ("A", "B_query", "B_key"),
         check_params=_fitted_check(_name) if _fitted else check_derf_params,
         fit=_fit(_name) if _fitted else None,
+        fitted_params=(lambda values: check_derf_params(values)) if _fitted else None,
         population=_fitted, pair_transform=pair_transform, representation="positive",
         representation_pairs=representation_pairs, params_reason=params_reason,
         dispatch=None if _fitted else dispatch,

@@ -196,9 +196,15 @@ class PairMap:
         dense A) is ``dense_runs_as``'s.
     runs_as, dense_runs_as : str
         The registered kinds whose one-map attention serves it.
-    given_kind : str
+    given_kind : str or None
         The kind whose keyword parameters a fit's ``keywords`` are (the
-        user-given form of the family: ``feature_map(X, W, given_kind, **fit.keywords)``).
+        user-given form of the family: ``feature_map(X, W, given_kind, **fit.keywords)``);
+        None: no public map takes the fitted values (``no_keywords_reason``).
+    keywords : callable
+        ``keywords(value) -> {name: value}``: ``given_kind``'s keyword
+        parameters of the kind's resolved value.
+    no_keywords_reason : str
+        Why there is no ``given_kind`` (the error :meth:`rfkernels.estimators.Estimator.map_arguments` raises).
     """
 
     features: Callable
@@ -207,7 +213,9 @@ class PairMap:
     dense_attention_inputs: Callable
     runs_as: str
     dense_runs_as: str
-    given_kind: str
+    given_kind: Optional[str]
+    keywords: Callable = dict
+    no_keywords_reason: str = ""
     param = None
 
     #: Features are >= 0.

@@ -182,6 +182,16 @@ class Kind:
         shared by every pair (OPRF: ``A*`` of the mean ``|x + y|^2/d``).
         None: the kind has no data-fitted parameters. Every layer that fits
         a kind on data (``A="auto"``, ``rfkernels diagnose``) calls this.
+    fitted_params : callable or None
+        ``fitted_params(values) -> params``: the parameter object of the
+        values ``fit`` returned, for a :attr:`population` kind
+        (:meth:`rfkernels.estimators.Estimator.fitted_on`); the object's
+        ``fitted`` is True.
+    held_out_fit : bool
+        A diagnosis fits the kind on half of a head's query rows and measures
+        it on the other half (cross-fitting): its fit adapts to the very rows
+        it would be measured on (the data-tilted policy is made of the
+        head's pairs). False: fitted on the whole head.
     random_phase : bool
         Each projection's term also carries an independent random phase:
         the normalised term is ``terms(...) + cos(2 pi U_i)``, U_i uniform
@@ -273,6 +283,8 @@ class Kind:
     param_names: tuple = ()
     check_params: Callable = _no_params
     fit: Optional[Callable] = None
+    fitted_params: Optional[Callable] = None
+    held_out_fit: bool = False
     random_phase: bool = False
     population: bool = False
     pair_transform: Optional[Callable] = None

@@ -119,7 +119,7 @@ class Estimator:
     @property
     def needs_fit(self):
         """A data-fitted kind (:attr:`Kind.population`) not fitted yet."""
-        return self.kind.population and getattr(self.params, "derf", None) is None
+        return self.kind.population and not getattr(self.params, "fitted", False)
 
     def fitted_on(self, x, y):
         """The same estimator with the kind fitted on queries ``x`` (n, d) and keys ``y`` (n', d).
@@ -128,8 +128,7 @@ class Estimator:
         finite float64 arrays, checked by the caller. The fit refuses a single
         pair (its optimum is degenerate there).
         """
-        values = self.kind.fit(x, y)
-        params = registry.entry("kind", "derf").check_params(values, batch=False)
+        params = self.kind.fitted_params(self.kind.fit(x, y))
         return replace(self, params=params).with_size(d=x.shape[1])
 
     def map_arguments(self):
@@ -144,11 +143,11 @@ class Estimator:
         """
         fmap = self.kind.require_map()
         if fmap.two_roles:
-            p = getattr(self.params, "derf", None)
-            if p is None:
+            if self.needs_fit:
                 raise ValueError(f"kind={self.kind.name!r} is fitted on data: call fit(Q, K) first")
-            return fmap.given_kind, {"A": p.a if p.isotropic else p.A, "B_query": p.B1,
-                                     "B_key": p.B2}
+            if fmap.given_kind is None:
+                raise ValueError(fmap.no_keywords_reason)
+            return fmap.given_kind, fmap.keywords(self.kind.resolve(self.params, None))
         if fmap.param is None:
             return self.kind.name, {}
         value = getattr(self.params, fmap.param.name, None)
