@@ -118,7 +118,8 @@ def _add(p):
              help="numbers of projections m (r = m or 2m features, by kind)")
     add_list(p, "--kind", convert=kinds,
              help=f"estimators among {', '.join(kinds.choices)} (default: "
-                  f"{', '.join(attention_kinds())}; saderf and aderf are fitted on each head)")
+                  f"{', '.join(attention_kinds())}; saderf and aderf are fitted on each head, "
+                  "data-tilted on each half of its queries and measured on the other)")
     add_list(p, "--ensemble", convert=ensembles,
              help=f"projection ensembles among {', '.join(ensembles.choices)} (default: "
                   f"{','.join(DEFAULT_ENSEMBLES)}, those --norms applies to)")

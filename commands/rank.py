@@ -248,7 +248,11 @@ def print_table(ranking, out=print):
         out(f"No exact MSE here ({len(unranked)} estimators, by reason):")
         by_reason = {}
         for row in unranked:
-            by_reason.setdefault(row.reason, []).append(f"{row.name} (m={row.m})")
+            mc = "" if row.mc_mse is None else (
+                f", Monte Carlo MSE {row.mc_mse:.4g} ± {row.mc_stderr:.2g}"
+                + (" (unresolved: heavy tail)" if row.mc_stderr >= 0.5 * row.mc_mse else "")
+                + ("" if row.floor_mse is None else f", floor {row.floor_mse:.4g}"))
+            by_reason.setdefault(row.reason, []).append(f"{row.name} (m={row.m}{mc})")
         for reason, names in by_reason.items():
             out(f"- {reason}:")
             for line in _wrapped(names, 90):

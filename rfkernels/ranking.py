@@ -29,6 +29,7 @@ import numpy as np
 from . import theory
 from .estimators import estimator, registry
 from .floor import kernel_floor
+from .projections import draw_projections
 from .strict_json import json_safe
 from .validation import check_finite, check_int, check_same_d, check_vectors
 
@@ -89,6 +90,12 @@ class RankedEstimator:
         data-fitted kind on its transformed pairs), in the units of ``mse``,
         with its Monte Carlo standard error. Coupled draws (orthogonal,
         simplex, antithetic) can go below it. None with its reason otherwise.
+    mc_mse, mc_stderr : float or None
+        For a data-fitted kind without a closed form on a population (the
+        data-tilted features): its mean MSE over the pairs by Monte Carlo
+        (:data:`MC_DRAWS` draws of W, the literal map), in the units of
+        ``mse``, with its standard error; the row stays unranked (ranks are
+        exact). None with its reason otherwise.
     """
 
     rank: Optional[int]
@@ -106,6 +113,8 @@ class RankedEstimator:
     relative_rmse: Optional[float] = None
     floor_mse: Optional[float] = None
     floor_stderr: Optional[float] = None
+    mc_mse: Optional[float] = None
+    mc_stderr: Optional[float] = None
 
     @property
     def ranked(self):
@@ -123,7 +132,8 @@ class RankedEstimator:
                "norms": self.norms, "m": self.m, "r": self.r, "outputs": self.outputs,
                "mse": self.mse, "log_mse": self.log_mse, "ratio": self.ratio,
                "relative_rmse": self.relative_rmse, "floor_mse": self.floor_mse,
-               "floor_stderr": self.floor_stderr, "reason": self.reason}
+               "floor_stderr": self.floor_stderr, "mc_mse": self.mc_mse,
+               "mc_stderr": self.mc_stderr, "reason": self.reason}
         reasons = dict(self.null_reasons)
         if self.reason is None:
             reasons["reason"] = "ranked: the estimator has an exact MSE here"
@@ -309,7 +319,9 @@ def rank_estimators(x=None, y=None, *, r, geom=None, kernel="softmax", gamma=Non
                     m = r // kind.features_per_projection
                     log_mse, reason = _log_mse(est, m, r, inputs, fits)
                     floor = _floor(est, m, inputs, fits, floors)
-                    rows.append(((kind.name, ens.name, law.name), m, log_mse, reason, floor))
+                    mc = _monte_carlo(est, m, inputs, fits, log_k2) if reason is not None else (
+                        None, None, "the exact MSE is given")
+                    rows.append(((kind.name, ens.name, law.name), m, log_mse, reason, floor + mc))
     return Ranking(rows=_finish_rows(rows, r, log_k2), r=r, d=inputs.d, n_pairs=inputs.n_pairs,
                    inputs=inputs.label, kernel=kernel,
                    gamma=None if gamma is None else float(gamma), refused=tuple(refused))
@@ -530,13 +542,66 @@ def _finish_rows(rows, r, log_k2=None):
     return tuple(out)
 
 
-def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes, relative_rmse, floor):
+def _row(rank, names, m, r, mse, log_mse, ratio, reason, notes, relative_rmse, extra):
     fpp = registry.entry("kind", names[0]).features_per_projection
-    floor_mse, floor_se, why = floor
+    floor_mse, floor_se, why, mc_mse, mc_se, mc_why = extra
     if why is not None:
         notes = notes + (("floor_mse", why), ("floor_stderr", why))
+    if mc_why is not None:
+        notes = notes + (("mc_mse", mc_why), ("mc_stderr", mc_why))
     return RankedEstimator(rank, *names, m, r, m * fpp, mse, log_mse, ratio, reason, notes,
-                           relative_rmse, floor_mse, floor_se)
+                           relative_rmse, floor_mse, floor_se, mc_mse, mc_se)
+
+
+#: Draws of W of rank's Monte Carlo MSE (data-fitted kinds without a closed form), and its budget
+#: of multiply-adds (draws x m x (2 n + m) x d) beyond which it is left out with the reason.
+MC_DRAWS = 64
+MC_BUDGET = 4e9
+#: The seed of rank's Monte Carlo draws (draw t is ``SeedSequence([MC_SEED, t])``).
+MC_SEED = 0
+
+
+def _monte_carlo(est, m, inputs, fits, log_k2):
+    """``(mean MSE over the pairs, its stderr, None)`` by Monte Carlo, or ``(None, None, why)``:
+    for a data-fitted kind without a closed form, on a population, through its literal map."""
+    if not (inputs.population and est.kind.population):
+        return None, None, "rank's Monte Carlo is for data-fitted kinds without a closed form, on a population"
+    if m == 0:
+        return None, None, "no projection at this r"
+    fmap = est.kind.feature_map
+    if fmap is None or not fmap.two_roles or log_k2 is None or math.isinf(log_k2):
+        return None, None, "no literal map with a finite kernel here"
+    n, d = inputs.n_pairs, inputs.d
+    if MC_DRAWS * m * (2 * n + m) * d > MC_BUDGET:
+        return None, None, (f"beyond rank's Monte Carlo budget ({MC_DRAWS} draws of m = {m} on "
+                            f"{n} pairs): measure it with rfkernels.analysis.monte_carlo_mse")
+    if est.needs_fit:
+        est, reason = _fitted(est, inputs, fits)
+        if reason is not None:
+            return None, None, reason
+    value, c = est.kind.resolve(est.params, None), est.scale
+    rows = []
+    for z in inputs.vectors:
+        z = c * z if c != 1.0 else z
+        rows.append((z, est.kernel.log_factor(0.5 * np.sum(z * z, axis=1, keepdims=True))))
+    log_k = np.asarray(theory.kernel_log_value(inputs.geom, est), dtype=np.float64)
+    weight = np.exp(2.0 * log_k - 2.0 * np.max(log_k))
+    weight /= weight.sum()
+    per_draw = np.empty(MC_DRAWS)
+    for t in range(MC_DRAWS):
+        w = draw_projections(m, d, ensemble=est.ensemble.name, norms=est.norms.name,
+                             seed=np.random.SeedSequence([MC_SEED, t]))
+        logs = (fmap.log_features(rows[0][0], w, value, "query", np, rows[0][1])
+                + fmap.log_features(rows[1][0], w, value, "key", np, rows[1][1]))
+        top = np.max(logs, axis=1)
+        log_est = top + np.log(np.sum(np.exp(logs - top[:, None]), axis=1)) - math.log(m)
+        rel = np.expm1(log_est - log_k)  # the relative error of each pair's estimate
+        per_draw[t] = float(np.sum(weight * rel * rel))  # mean MSE / mean K^2
+    scale = math.exp(log_k2) if log_k2 <= _LOG_MAX else math.inf
+    mean, se = float(np.mean(per_draw)), float(np.std(per_draw, ddof=1) / math.sqrt(MC_DRAWS))
+    if not math.isfinite(mean * scale):
+        return None, None, "beyond float64 (the relative error is finite: rank relative_rmse)"
+    return mean * scale, se * scale, None
 
 
 __all__ = ["BASELINE", "RankedEstimator", "Ranking", "rank_estimators"]

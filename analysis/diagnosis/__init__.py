@@ -9,7 +9,8 @@ estimator must beat, and which estimator and how many features reach a
 target. Every registered kind whose entry does not refuse it
 (:attr:`rfkernels.estimators.Kind.diagnose_reason`, or attention's refusal)
 and every ensemble can be diagnosed; data-fitted kinds (OPRF's ``A*``, the
-isotropic DERF kinds) are fitted on each head's queries and keys through
+isotropic DERF kinds; the data-tilted kind, cross-fitted on the two halves of
+the queries) are fitted on each head's queries and keys through
 their registry entry (:attr:`rfkernels.estimators.Kind.fit`), so a kind
 registered later appears without a change here.
 

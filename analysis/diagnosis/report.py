@@ -442,17 +442,20 @@ def _floor(diag):
         r_target, r_valid = _floor_reach(last, target)
         iid, orth = measured.get((kind, "iid")), measured.get((kind, "orthogonal"))
         gain = _num(orth / iid) if iid and orth is not None and math.isfinite(iid) else "—"
-        rows.append([kind, floors, _num(last["relative_mse"]),
+        over = (last["relative_mse"] / (last["floor_mse"] / last["zero_mse"])
+                if last["relative_mse"] is not None and last["floor_mse"] > 0 else None)
+        rows.append([kind, floors, _num(last["relative_mse"]), _num(over),
                      _floor_verdict(r_target, r_valid, practical), gain])
-    lines += _table(["kind", "floor (relative MSE)", f"measured at m = {top_m}",
+    lines += _table(["kind", "floor (relative MSE)", f"measured at m = {top_m}", "measured / floor",
                      f"target {target:g}", f"orthogonal / iid at m = {top_m}"], rows)
-    heads = {}
+    heads, ratios = {}, {}
     for row in diag.rows:
         if (_exact(row["preset"]) and row["m"] == top_m and row["floor_mse"] is not None
                 and row["ensemble"] == diag.meta["ensembles"][0]):
             r_target, r_valid = _floor_reach(row, target)
             heads.setdefault(row["head"], {})[row["kind"]] = _r_text(r_target, practical) + (
                 "" if r_valid <= r_target else f" (valid from {_r_text(r_valid, practical)})")
+            ratios.setdefault(row["head"], {})[row["kind"]] = _floor_ratio(row)
     if len(heads) > 1:
         kinds = list(by_kind)
         index = {h["head"]: tuple(h["index"]) for h in diag.heads}
@@ -460,7 +463,24 @@ def _floor(diag):
                       "first order holds, if only above that):", ""]
         lines += _table(["head", "index"] + kinds, [[h, index[h]] + [got.get(k, "—") for k in kinds]
                                                     for h, got in heads.items()])
+        lines += ["", f"Per head, the measured attention MSE over the floor at m = {top_m} "
+                      f"({diag.meta['ensembles'][0]}; ± its standard error, from the draws and the "
+                      "floor's; * where the floor's first order is not valid there, so the ratio "
+                      "can be below 1):", ""]
+        lines += _table(["head", "index"] + kinds, [[h, index[h]] + [got.get(k, "—") for k in kinds]
+                                                    for h, got in ratios.items()])
     return lines + [""]
+
+
+def _floor_ratio(row):
+    """``measured / floor ± se`` of a row (``*`` where the floor's first order is not valid)."""
+    floor, se_f = row["floor_mse"], row["floor_stderr"]
+    mse, se = row["attention_mse"], row["attention_mse_stderr"]
+    if mse is None or se is None or not floor > 0 or not math.isfinite(mse):
+        return "—"
+    ratio = mse / floor
+    se_ratio = ratio * math.hypot(se / mse if mse > 0 else 0.0, (se_f or 0.0) / floor)
+    return f"{_num(ratio)} ± {_num(se_ratio)}" + ("" if row["floor_valid"] else "*")
 
 
 def _per_head(diag):

@@ -140,13 +140,13 @@ class _Plan:
 
 def attention_kinds():
     """The kinds diagnose runs by default: all but those with a random phase (offset) and DERF's."""
-    return tuple(k for k in registry.names("kind") if not registry.entry("kind", k).random_phase
-                 and registry.entry("kind", k).pair_transform is None)
+    return tuple(k.name for k in registry.entries("kind") if not k.random_phase
+                 and k.pair_transform is None and not k.population)
 
 
 def diagnose_kinds():
-    """The kinds diagnose takes: :func:`attention_kinds` and the DERF kinds fitted on each head
-    whose attention exists (``saderf``, ``aderf``: isotropic A)."""
+    """The kinds diagnose takes: :func:`attention_kinds` and the kinds fitted on each head
+    whose attention exists (``saderf``, ``aderf``: isotropic A; ``data-tilted``, cross-fitted)."""
     return attention_kinds() + tuple(k.name for k in registry.entries("kind")
                                      if k.population and k.diagnose_reason is None)
 
@@ -154,7 +154,7 @@ def diagnose_kinds():
 def _check_diagnose_kind(kind):
     kind = check_kind(kind)
     entry = registry.entry("kind", kind)
-    if entry.pair_transform is not None and kind not in diagnose_kinds():
+    if (entry.pair_transform is not None or entry.population) and kind not in diagnose_kinds():
         fitted = [k.name for k in registry.entries("kind") if k.population and k.diagnose_reason is None]
         raise ValueError(f"kinds: {kind!r}: " + (entry.diagnose_reason or "its parameters are the "
                          f"user's; diagnose fits {' and '.join(map(repr, fitted))} on each head"))
