@@ -17,8 +17,10 @@ from rfkernels.storage import atomic_write
 STYLE = os.path.join(os.path.dirname(__file__), "paper.mplstyle")
 
 #: Colours and markers per estimator kind and ensemble, used by every figure.
-KIND_COLOURS = {"positive": "#0072B2", "hyperbolic": "#009E73", "trig": "#D55E00"}
-KIND_LABELS = {"positive": "positive (FAVOR+)", "hyperbolic": "hyperbolic", "trig": "trigonometric"}
+KIND_COLOURS = {"positive": "#0072B2", "hyperbolic": "#009E73", "trig": "#D55E00",
+                "data-tilted": "#CC79A7"}
+KIND_LABELS = {"positive": "positive (FAVOR+)", "hyperbolic": "hyperbolic", "trig": "trigonometric",
+               "data-tilted": "data-tilted (cross-fitted)"}
 ENSEMBLE_STYLES = {"iid": {"linestyle": "--", "marker": "o"},
                    "orthogonal": {"linestyle": "-", "marker": "s"}}
 

@@ -132,7 +132,8 @@ def log_neg_chi_diff(x, d):
             xs = x[small][sel]
             log_c = _chi_diff_log_coefficients(dv, n_terms(2.0 * xs))
             idx = np.flatnonzero(small)[sel]
-            out[idx] = np.log(_horner(log_c, np.ones_like(log_c), 2.0 * xs))
+            with np.errstate(divide="ignore"):  # a sum that underflows to 0: log 0 = -inf, as for x = 0
+                out[idx] = np.log(_horner(log_c, np.ones_like(log_c), 2.0 * xs))
 
     if np.any(mid):
         xm, dm = x[mid], d[mid]
