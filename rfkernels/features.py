@@ -78,6 +78,8 @@ __all__ = [
     "feature_map",
     "log_estimate",
     "log_softmax_kernel",
+    "fitted_features",
+    "fitted_map_kinds",
     "mapped_kinds",
     "oprf_auto_a",
     "softmax_kernel",
@@ -131,6 +133,43 @@ def mapped_kinds():
     """The registered kinds with one literal feature map (:attr:`Kind.feature_map`), in the registry's order."""
     return tuple(k.name for k in registry.entries("kind")
                  if k.feature_map is not None and not k.feature_map.two_roles)
+
+
+def fitted_map_kinds():
+    """The data-fitted kinds whose one fitted map serves every row (:attr:`PairMap.shared`): a
+    transformer fits them on its training rows, then maps any rows (``data-tilted``)."""
+    return tuple(k.name for k in registry.entries("kind") if k.population
+                 and k.feature_map is not None and k.feature_map.two_roles and k.feature_map.shared)
+
+
+def fitted_features(X, W, est):
+    r"""The features of the rows of X under a fitted data-fitted kind's one map, ``(n, m)``.
+
+    ``est`` is a fitted :class:`rfkernels.estimators.Estimator` of a kind of
+    :func:`fitted_map_kinds` (its target kernel included:
+    :math:`\hat K(x, y) = arphi(x)\cdotarphi(y)`); X is validated here,
+    W as in :func:`feature_map`. FloatingPointError where a feature
+    overflows float64.
+    """
+    if est.kind.name not in fitted_map_kinds() or est.needs_fit:
+        raise ValueError(f"fitted_features takes a fitted estimator of "
+                         f"{', '.join(map(repr, fitted_map_kinds()))}; got kind={est.kind.name!r}"
+                         + (" not fitted yet" if est.needs_fit else ""))
+    xp = get_array_module(X, W)
+    x, x1 = check_rows(X, "X", xp)
+    w = check_projections(W, xp)
+    check_same_d([x.shape, w.shape], ["X", "W"])
+    check_memory_pairs(x, None, w, xp)
+    c = est.scale
+    x = c * x if c != 1.0 else x
+    shift = est.kernel.log_factor(0.5 * xp.sum(x * x, axis=1, keepdims=True))
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        phi = est.kind.feature_map.features(x, w, est.kind.resolve(est.params, None), "query", xp,
+                                            shift)
+    if not bool(xp.all(xp.isfinite(phi))):
+        raise FloatingPointError(f"the features of kind={est.kind.name!r} overflowed float64 (inf "
+                                 "or NaN): the rows are too large for the linear domain; rescale X")
+    return phi[0] if x1 else phi
 
 
 def sum_normalizable():

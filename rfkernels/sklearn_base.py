@@ -29,7 +29,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .estimators import estimator, registry
-from .features import estimate, feature_map, mapped_kinds
+from .features import estimate, feature_map, fitted_features, fitted_map_kinds, mapped_kinds
 from .projections import draw_phases, draw_projections
 from .theory import exact_mse, geometry, kernel_log_value, pairs_in_blocks
 from .docstrings import fill
@@ -288,10 +288,13 @@ def parameter_texts(*, kind, n_components, ensemble):
         "kind": f"""\
 kind : str, default {kind!r}
     A registered kind with one literal feature map
-    (:func:`rfkernels.features.mapped_kinds`); a kind with a query map and
-    a key map (or none) is refused, naming the kinds taken. ``"offset"``
-    draws its phases ``random_offset_`` after the projections, from the
-    same generator.""",
+    (:func:`rfkernels.features.mapped_kinds`), or a data-fitted kind whose
+    one map serves every row (``"data-tilted"``,
+    :func:`rfkernels.features.fitted_map_kinds`: fitted on the training
+    rows at :meth:`fit`, ``fitted_params_``); a kind with a query map and a key
+    map (or none) is refused, naming the kinds taken. ``"offset"`` draws
+    its phases ``random_offset_`` after the projections, from the same
+    generator.""",
         "n_components": f"""\
 n_components : int, default {n_components}
     Output dimension r, as in ``RBFSampler``: r projections for the kinds
@@ -339,6 +342,10 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
         softmax kernel: those of the scaled inputs for a rescaled target).
     A_ : float or None
         The OPRF parameter in use (None for the other kinds).
+    fitted_params_ : object or None
+        A data-fitted kind's parameters fitted on the training rows
+        (``"data-tilted"``: its :class:`rfkernels.estimators.tilted.TiltPolicy`);
+        None for the other kinds.
     random_offset_ : ndarray of shape (m,) or None
         The phases of ``kind="offset"`` (:func:`rfkernels.draw_phases`); None
         for the other kinds.
@@ -360,12 +367,12 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
 
     def _kind_choice(self):
         """``(kind, label)``: the checked kind and how error messages name the parameter given."""
-        kind = self.kind
-        if kind in registry.names("kind") and kind not in mapped_kinds():
+        kind, taken = self.kind, mapped_kinds() + fitted_map_kinds()
+        if kind in registry.names("kind") and kind not in taken:
             raise ValueError(f"kind={kind!r} has no one literal feature map for "
                              f"{type(self).__name__} (a query map and a key map, or none); it "
-                             f"takes {', '.join(map(repr, mapped_kinds()))}")
-        kind = check_choice(kind, "kind", mapped_kinds())
+                             f"takes {', '.join(map(repr, taken))}")
+        kind = check_choice(kind, "kind", taken)
         return kind, f"kind={kind!r}"
 
     def _pair_errors(self, x, y, m, est):
@@ -427,6 +434,10 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
         names = feature_names(X)
         x = check_samples(X)
         est, a = self._spec(kind, x)
+        if est.needs_fit:  # a data-fitted kind (data-tilted): fitted on the (scaled) training rows
+            xs = est.scale * x if est.scale != 1.0 else x
+            est = est.fitted_on(xs, xs)
+        self.fitted_params_ = est.params if est.kind.population else None
         rng = check_seed(seed)  # the projections, then (offset) their phases
         self.projections_ = draw_projections(m, x.shape[1], ensemble=self.ensemble,
                                              norms=self.norms, seed=rng)
@@ -495,6 +506,8 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
         :meth:`kernel` or :func:`rfkernels.log_estimate` for the estimate).
         """
         x = self._checked_input(X)
+        if getattr(self, "fitted_params_", None) is not None:
+            return fitted_features(x, self.projections_, self._fitted_spec())
         return feature_map(x, self.projections_, self.kind_, A=self.A_,
                            phase=self.random_offset_, **self._target())
 
@@ -505,6 +518,10 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
         """
         x = self._checked_input(X)
         y = x if Y is None else self._checked_input(Y, "Y")
+        if getattr(self, "fitted_params_", None) is not None:  # one fitted map: the features' products
+            est = self._fitted_spec()
+            return (fitted_features(x, self.projections_, est)
+                    @ fitted_features(y, self.projections_, est).T)
         return estimate(x, y, self.projections_, self.kind_, A=self.A_,
                         phase=self.random_offset_, **self._target())
 
@@ -518,8 +535,13 @@ class BaseRandomFeatures(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------ exact error
 
     def _fitted_spec(self):
+        """The fitted estimator (its fitted parameters for a data-fitted kind)."""
         values = {n: getattr(self, n + "_") for n in registry.entry("kernel", self.target_kernel)
                   .param_names}
+        fitted = getattr(self, "fitted_params_", None)
+        if fitted is not None:
+            return estimator(self.kind_, ensemble=self.ensemble_, norms=self.norms_,
+                             kernel=self.target_kernel, params=fitted, batch=True, **values)
         return estimator(self.kind_, ensemble=self.ensemble_, norms=self.norms_,
                          kernel=self.target_kernel, A=self.A_, batch=True, **values)
 

@@ -279,9 +279,18 @@ def check_transformer(kind):
     entry = registry.entry("kind", kind)
     x = np.random.default_rng(4).normal(size=(6, D)) * 0.3
     one_map = entry.feature_map is not None and not entry.feature_map.two_roles
+    fitted = kind in rfkernels.features.fitted_map_kinds()  # one fitted map for every row
     params = _params(kind) if one_map else {}
     tr = rfkernels.RandomFeatures(kind=kind, n_components=2 * M, ensemble="orthogonal",
                                   random_state=0, **params)
+    if fitted:
+        phi = tr.fit_transform(x)
+        assert tr.fitted_params_.fitted
+        spec = estimator(kind, ensemble="orthogonal", d=D, params=tr.fitted_params_)
+        np.testing.assert_array_equal(phi, rfkernels.features.fitted_features(x, tr.projections_,
+                                                                              spec))
+        np.testing.assert_allclose(tr.kernel(x), phi @ phi.T, rtol=1e-12)
+        return
     if not one_map:
         with pytest.raises(ValueError, match=kind) as err:
             tr.fit(x)

@@ -211,3 +211,20 @@ def test_registered_as_one_module_with_the_positive_representation():
     assert entry.population and entry.held_out_fit and entry.representation == "positive"
     assert entry.feature_map.dense_runs_as == "positive"
     assert not estimator(KIND).supports.reduced and not estimator(KIND).supports.exact_mse
+
+
+def test_the_transformer_fits_it_on_the_training_rows_and_maps_new_rows():
+    rng = np.random.default_rng(8)
+    X, X_new = 0.4 * rng.standard_normal((120, 5)), 0.4 * rng.standard_normal((30, 5))
+    tr = rfkernels.RandomFeatures(kind=KIND, n_components=64, random_state=0).fit(X)
+    np.testing.assert_array_equal(tr.fitted_params_.centres, tilted.fit(X, X)["centres"])
+    phi = tr.transform(X_new)
+    assert phi.shape == (30, 64) and np.all(phi > 0)
+    np.testing.assert_allclose(tr.kernel(X_new), phi @ phi.T, rtol=1e-12)
+    with pytest.raises(ValueError, match="no closed form"):
+        tr.expected_mse(X_new)
+    gauss = rfkernels.RandomFourierFeatures(kind=KIND, n_components=32, gamma=0.5,
+                                            random_state=0).fit(X)
+    c = math.sqrt(2 * 0.5)  # the Gaussian kernel's scale: fitted on the scaled rows
+    np.testing.assert_array_equal(gauss.fitted_params_.centres, tilted.fit(c * X, c * X)["centres"])
+    assert np.all(np.isfinite(gauss.kernel(X_new)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfkernels import favor_attention
+from rfkernels.attention import favor_attention
 from rfkernels.estimators import estimator, registry
 from rfkernels.floor import attention_floor
 

@@ -205,6 +205,9 @@ class PairMap:
         parameters of the kind's resolved value.
     no_keywords_reason : str
         Why there is no ``given_kind`` (the error :meth:`rfkernels.estimators.Estimator.map_arguments` raises).
+    shared : bool
+        One map serves queries and keys (``role`` is ignored): the fitted
+        map transforms any rows (the scikit-learn transformer takes it).
     """
 
     features: Callable
@@ -216,6 +219,7 @@ class PairMap:
     given_kind: Optional[str]
     keywords: Callable = dict
     no_keywords_reason: str = ""
+    shared: bool = False
     param = None
 
     #: Features are >= 0.

@@ -109,8 +109,8 @@ def fit(x, y):
     n = x.shape[0]
     if n * y.shape[0] < 2:
         raise ValueError("kind='data-tilted' is fitted on a population of queries and keys, never on one "
-                         "pair (its tilt toward that pair alone would measure nothing): give x and "
-                         "y of shape (n, d) with n * n' >= 2")
+                         "pair or one sample (its tilt toward that pair alone would measure "
+                         "nothing): give x and y of shape (n, d) with n * n' >= 2")
     u = (np.arange(POOL) + 0.5) / POOL * n
     rows = np.minimum(u.astype(np.int64), n - 1)
     within = u - rows
@@ -239,7 +239,7 @@ def theory_reason(ensemble, norms):
 #: One map for queries and keys, drawn through the fitted policy; attention in d + 1 dimensions.
 MAP = maps.PairMap(features=features, log_features=log_features, attention_inputs=attention_inputs,
                    dense_attention_inputs=dense_attention_inputs, runs_as=positive.KIND.name,
-                   dense_runs_as=positive.KIND.name, given_kind=None,
+                   dense_runs_as=positive.KIND.name, given_kind=None, shared=True,
                    no_keywords_reason="kind='data-tilted' has no public feature_map parameters (its draw is W and the "
                                       "fitted centres): favor_attention(Q, K, V, W, 'data-tilted', fit_rows=(Q_fit, "
                                       "K_fit)) runs it, and Monte Carlo (method='literal') measures it")
