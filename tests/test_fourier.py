@@ -177,7 +177,7 @@ def test_gamma_scale_failure_leaves_the_fit_unchanged():
 
 def test_bad_parameters():
     with pytest.raises(ValueError, match="kind must be one of 'trig', 'positive', 'hyperbolic', "
-                                         "'oprf', 'offset'; got 'cos'"):
+                                         "'oprf', 'offset', 'data-tilted'; got 'cos'"):
         RandomFourierFeatures(kind="cos").fit(X)
     with pytest.raises(ValueError, match="kind='derf' has no one literal feature map for "
                                          "RandomFourierFeatures"):
