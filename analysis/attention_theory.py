@@ -49,6 +49,12 @@ dominated by rare huge g (positive and hyperbolic features at
 m = 64, while the positive-feature output stays a convex combination of
 the values).
 
+**Causal attention** (prefix sums): row i attends to keys :math:`j \le i`
+only; every sum above runs over that prefix (the key weights of later keys
+are 0), so each row has its own :math:`D_i`, residuals and key set. Row 0
+sees one key: its output is that key's value whatever the estimate, and its
+first-order error is 0.
+
 Orthogonal projections: the pair term needs
 :math:`E[g_{lj} g_{l'j'}]` for orthogonal :math:`\omega_l \perp \omega_{l'}` with
 different vectors :math:`q + k_j`, :math:`q + k_{j'}`, which has no closed
@@ -137,6 +143,8 @@ class FirstOrderMSE:
     rows_clipped : int
         Rows whose signed sum of terms came out <= 0 by rounding and was set
         to 0 (trig and hyperbolic only; 0 in every measured case).
+    causal : bool
+        Each row attended to its own key prefix.
     normaliser_rel_var : float or None
         The relative variance :math:`\operatorname{Var}\hat D_i / D_i^2` of
         the rows' normalisers at this m, averaged over the rows used (the
@@ -154,6 +162,7 @@ class FirstOrderMSE:
     all_rows: bool
     rows_clipped: int = 0
     normaliser_rel_var: float | None = None
+    causal: bool = False
 
 
 def _matrix(value, name, shape):
@@ -225,7 +234,7 @@ def _term(parts, weights, log_weights, k, half, sign, log_scale, log_factor):
     return out
 
 
-def _residuals(logits, p, psum, att, v):
+def _residuals(logits, p, psum, att, v, visible=None):
     """a_jc = v_jc − Att_ic of a batch of rows, (n, L_k, d_v), and the list of one-hot rows.
 
     In a peaked row (:data:`_PEAKED`) the top key's residual v_top − Att is
@@ -239,8 +248,12 @@ def _residuals(logits, p, psum, att, v):
     tiny = []
     if v.shape[0] < 2:
         return a, tiny
+    seen = np.full(logits.shape[0], v.shape[0]) if visible is None else visible.sum(axis=1)
     for r in np.flatnonzero(psum - 1.0 < _PEAKED):
         top = int(np.argmax(logits[r]))
+        if seen[r] < 2:  # one visible key: the output is its value, the residual exactly 0
+            a[r, top] = 0.0
+            continue
         second = float(np.max(np.delete(logits[r], top)))
         rel = np.exp(np.minimum(logits[r] - second, 0.0))  # <= 1 but at the top key
         rel[top] = 0.0
@@ -268,19 +281,22 @@ def _combine(terms):
     return log_total, int(np.sum(bad & finite_top))
 
 
-def _batch_log_mse(qb, k, v, half, y, log_y_max, kind, normalisers=False):
+def _batch_log_mse(qb, k, v, half, y, log_y_max, kind, normalisers=False, visible=None):
     """For query rows ``qb``: log of Σ_c Σ_jj' a a' E[g g'], log D, the rows clipped, and
     (``normalisers``) the log of E[(Σ_j g_j)^2], the normalisers' second moment at m = 1
-    (every a_j = 1), else None.
+    (every a_j = 1), else None. ``visible`` (n, L_k) bool: the keys each row attends
+    to (causal: its prefix); None: every key.
     """
     nb, Lk = qb.shape[0], k.shape[0]
     logits = qb @ k.T  # (n, L_k)
+    if visible is not None:  # a hidden key has weight 0: logit -inf, x_j = y_j = 0
+        logits = np.where(visible, logits, -np.inf)
     top = logits.max(axis=1, keepdims=True)
     p = np.exp(logits - top)
     psum = p.sum(axis=1)
     att = (p @ v) / psum[:, None]  # exact attention rows
     log_d = top[:, 0] + np.log(psum)
-    parts = [_residuals(logits, p, psum, att, v)]
+    parts = [_residuals(logits, p, psum, att, v, visible)]
     if normalisers:
         parts.append((np.ones((nb, Lk, 1)), []))
     log_x = 2.0 * logits + half[None, :]
@@ -296,6 +312,8 @@ def _batch_log_mse(qb, k, v, half, y, log_y_max, kind, normalisers=False):
         else:
             yw = np.broadcast_to(y, (nb, Lk))
             log_yw = np.broadcast_to(half - log_y_max, (nb, Lk))
+            if visible is not None:
+                yw, log_yw = np.where(visible, yw, 0.0), np.where(visible, log_yw, -np.inf)
             terms.append(_term(parts, yw, log_yw, k, half, sign, 2.0 * log_y_max, factor))
     log_total, clipped = _combine([t[0] for t in terms])
     second = _combine([t[1] for t in terms])[0] if normalisers else None
@@ -309,7 +327,7 @@ def _too_large(what):
 
 
 def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None, seed=None,
-                              normalisers=False):
+                              normalisers=False, causal=False, rows=None):
     r"""Delta-method MSE of FAVOR attention for iid projections (module docstring).
 
     Parameters
@@ -336,6 +354,13 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     normalisers : bool, default False
         Also compute ``normaliser_rel_var``, the normalisers' relative
         variance at m (about 1/d_v more work).
+    causal : bool, default False
+        Row i attends to keys j <= i only (needs L = L_k): each row's own
+        prefix (module notes).
+    rows : array_like of int, optional
+        The query rows to use (distinct, in range), instead of ``queries``:
+        ``stderr`` is then None and ``mse`` their mean (a stratified sample's
+        caller weighs them itself).
 
     Returns
     -------
@@ -376,8 +401,19 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
         raise ValueError(f"V must have one row per key: K has L_k={k.shape[0]} rows, V has {v.shape[0]}")
     m = check_int(m, "m")
     normalisers = check_bool(normalisers, "normalisers")
+    causal = check_bool(causal, "causal")
     L, Lk, dv = q.shape[0], k.shape[0], v.shape[1]
-    if queries is None:
+    if causal and L != Lk:
+        raise ValueError(f"causal=True needs one key per query (L = L_k); got L={L}, L_k={Lk}")
+    if rows is not None:
+        if queries is not None:
+            raise ValueError("give rows or queries, not both")
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        if rows.size == 0 or rows[0] < 0 or rows[-1] >= L:
+            raise ValueError(f"rows must be distinct query rows in [0, {L}); got {rows.size} rows "
+                             f"spanning [{rows.min() if rows.size else None}, "
+                             f"{rows.max() if rows.size else None}]")
+    elif queries is None:
         rows = np.arange(L, dtype=np.int64)
     else:
         n = check_int(queries, "queries")
@@ -406,8 +442,9 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     clipped = 0
     for b0 in range(0, rows.size, batch):
         idx = rows[b0:b0 + batch]
+        visible = None if not causal else np.arange(Lk)[None, :] <= idx[:, None]
         logs, log_d, n_clipped, second = _batch_log_mse(q[idx], k, v, half, y, log_y_max, kind,
-                                                        normalisers)
+                                                        normalisers, visible)
         log_total[b0:b0 + idx.size] = logs
         log_total[b0:b0 + idx.size] += -2.0 * log_d - math.log(m) - math.log(dv)
         clipped += n_clipped
@@ -420,8 +457,9 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
                          f"float64 (log up to {float(log_total.max()):.4g})")
     per_row = np.exp(log_total)
     mse = float(per_row.mean())
-    stderr = None if all_rows else (float(per_row.std(ddof=1) / math.sqrt(per_row.size))
+    stderr = None if all_rows or queries is None else (float(per_row.std(ddof=1) / math.sqrt(per_row.size))
                                     if per_row.size >= 2 else None)
     return FirstOrderMSE(mse=mse, stderr=stderr, per_row=per_row, rows=rows, m=m, kind=kind,
                          ensemble=ensemble, all_rows=bool(all_rows), rows_clipped=clipped,
-                         normaliser_rel_var=None if rel_var is None else float(rel_var.mean()))
+                         normaliser_rel_var=None if rel_var is None else float(rel_var.mean()),
+                         causal=causal)

@@ -16,7 +16,6 @@ from rfkernels import theory
 from rfkernels.attention import PRESETS, softmax_attention
 from rfkernels.presets import preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
-from rfkernels.features import feature_dimension
 from rfkernels.floor import NORMALISER_SD_MAX
 from rfkernels.projections import draw_projections
 from rfkernels.strict_json import json_safe
@@ -33,10 +32,10 @@ from ..attention_data import (
     seed_index,
 )
 from ..lean_favor import one_blas_thread
-from ..points import independent_rows
 from .memory import PAIR_CHUNK, check_plan_memory
-from .advice import DEFAULT_TARGET, advise, beyond, check_target, pool_heads
-from .report import FLOOR_FIELDS, markdown_report, null_reason, write_csv
+from .advice import DEFAULT_TARGET, advise, check_target, pool_heads
+from .fields import head_info, head_rows, log_quantiles
+from .report import markdown_report, null_reason, write_csv
 from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
 from .views import floors, first_order, fit_views, view_attention
 
@@ -74,8 +73,6 @@ DEFAULT_FIRST_ORDER_QUERIES = 8
 HEAVY_TAIL_U2 = 1.0
 #: Bins of the |q' + k'|^2 histogram.
 HISTOGRAM_BINS = 40
-#: Kernel-level quantiles reported.
-KERNEL_QUANTILES = (0.5, 0.9, 0.99)
 #: Spawn keys of the randomness, under the root entropy.
 SPAWN_KEYS = {
     "values": "(0, head): synthetic V when none is given",
@@ -400,167 +397,6 @@ def _head(plan, h, arrays, progress):
 # ---------------------------------------------------------------------------
 
 
-def _log_quantiles(logs):
-    """Kernel-level statistics of one estimator from its pairs' log relative MSEs.
-
-    Quantiles are empirical (no interpolation, so a pair of exact-zero MSE,
-    log = -inf, cannot turn them into NaN); the mean and its standard error
-    are formed with the largest value factored out, inf beyond float64.
-    """
-    n = logs.size
-    top = float(logs.max())
-    out = {f"kernel_rel_mse_q{int(round(100 * p)):02d}": _exp(float(x))
-           for p, x in zip(KERNEL_QUANTILES, np.quantile(logs, KERNEL_QUANTILES, method="inverted_cdf"))}
-    out["kernel_rel_mse_median"] = out.pop("kernel_rel_mse_q50")
-    if top == -math.inf:  # every sampled pair is estimated exactly
-        mean, spread = 0.0, 0.0
-    else:
-        rel = np.exp(logs - top)
-        mean = _exp(top + math.log(float(rel.mean())))
-        sd = float(rel.std(ddof=1)) if n >= 2 else None
-        spread = None if sd is None else (0.0 if sd == 0 else _exp(top + math.log(sd / math.sqrt(n))))
-    out.update({
-        "kernel_rel_mse_max": _exp(top),
-        "kernel_rel_mse_mean": mean,
-        "kernel_rel_mse_mean_stderr": spread,
-        "kernel_share_rel_mse_above_1": float(np.mean(logs > 0.0)),
-    })
-    return out
-
-
-def _exp(x):
-    """exp(x) as a float, +inf beyond float64 (the JSON says why); exp(-inf) = 0."""
-    return math.exp(x) if x < 709.78 else math.inf
-
-
-_KERNEL_FIELDS = ("kernel_rel_mse_median", "kernel_rel_mse_q90", "kernel_rel_mse_q99",
-                  "kernel_rel_mse_max", "kernel_rel_mse_mean", "kernel_rel_mse_mean_stderr",
-                  "kernel_share_rel_mse_above_1")
-
-
-def _kernel_fields(kernel, kind, ens, m):
-    logs = kernel["log_rel"].get((kind, ens, m))
-    if logs is None:
-        out = dict.fromkeys(_KERNEL_FIELDS)
-        out["kernel_reason"] = kernel["reasons"][(kind, ens)]
-        return out
-    out = _log_quantiles(logs)
-    if kernel["all_pairs"]:
-        out["kernel_rel_mse_mean_stderr"] = 0.0
-    out["kernel_reason"] = None
-    return out
-
-
-def _first_order_fields(res, kind, ens, m, mc_mse):
-    fo = res["first_order"][kind]
-    if not independent_rows(ens) or isinstance(fo, str):
-        why = fo if isinstance(fo, str) else "the first-order theory is for iid projections only"
-        return {"first_order_mse": None, "first_order_stderr": None, "first_order_valid": None,
-                "first_order_ratio": None, "normaliser_rel_sd": None, "first_order_reason": why}
-    mse, se = fo[0] / m, None if fo[1] is None else fo[1] / m
-    sd = math.sqrt(fo[2] / m) if math.isfinite(fo[2]) else math.inf
-    return {"first_order_mse": mse, "first_order_stderr": se,
-            "first_order_valid": bool(sd <= NORMALISER_SD_MAX),
-            "first_order_ratio": mse / mc_mse if mc_mse and math.isfinite(mc_mse) else None,
-            "normaliser_rel_sd": sd, "first_order_reason": None}
-
-
-def _attention_fields(draws, bad, exact_ms, uniform_mse):
-    finite = draws[np.isfinite(draws)]
-    n = draws.size
-    if finite.size < n:
-        mean, se = (math.nan if np.any(np.isnan(draws)) else math.inf), None
-    else:
-        mean, se = float(draws.mean()), float(draws.std(ddof=1) / math.sqrt(n))
-    ok = se is not None
-    return {
-        "attention_mse": mean, "attention_mse_stderr": se, "draws": n,
-        "draws_nonfinite": int(n - finite.size),
-        "relative_mse": mean / exact_ms if ok and exact_ms > 0 else None,
-        "uniform_mse": uniform_mse, "zero_mse": exact_ms,
-        "worse_than_uniform": beyond(mean, uniform_mse, se, exact_ms) if ok else bool(finite.size < n),
-        "better_than_uniform": beyond(uniform_mse, mean, se, exact_ms) if ok else False,
-        "worse_than_zero": beyond(mean, exact_ms, se, exact_ms) if ok else bool(finite.size < n),
-        "nonpositive_rows_share": float(bad.mean()),
-    }
-
-
-def _preset_fields(cell, preset):
-    """The stabiliser's share of the normalisers and the overflows of a library preset."""
-    if preset_entry(preset).exact:
-        return {"stabiliser_share_mean": None, "stabiliser_share_max": None, "overflow_draws": 0}
-    ok = cell[4] == 0
-    return {"stabiliser_share_mean": float(np.mean(cell[2][ok])) if ok.any() else None,
-            "stabiliser_share_max": float(np.max(cell[3][ok])) if ok.any() else None,
-            "overflow_draws": int(cell[4].sum())}
-
-
-def _library_reason(preset):
-    return (f"preset {preset!r} computes a library's numerics of the estimator; the kernel-level and "
-            "first-order theory are those of the estimator itself: see preset 'rfkernels'")
-
-
-def _head_rows(plan, res):
-    rows = []
-    for (p, kind, ens, m), cell in res["mc"][0].items():
-        row = {"head": res["head"], "preset": p, "kind": kind, "ensemble": ens, "norms": plan.norms,
-               "m": m, "r": feature_dimension(kind, plan.d, m=m),
-               "params": {k: float(v) for k, v in res["fitted"][kind].items()}}
-        row.update(_attention_fields(cell[0], cell[1], res["exact_ms"], res["uniform_mse"]))
-        row.update(_preset_fields(cell, p))
-        if preset_entry(p).exact:
-            row.update(_first_order_fields(res, kind, ens, m, row["attention_mse"]))
-            row.update(_kernel_fields(res["kernel"], kind, ens, m))
-            row.update(_floor_fields(res, kind, row["r"]))
-        else:
-            why = _library_reason(p)
-            row.update({**dict.fromkeys(_FIRST_ORDER_FIELDS), "first_order_reason": why,
-                        **dict.fromkeys(_KERNEL_FIELDS), "kernel_reason": why,
-                        **dict.fromkeys(FLOOR_FIELDS), "floor_reason": why})
-        rows.append(row)
-    return rows
-
-
-def _floor_fields(res, kind, r):
-    """The floor of the kind's representation at r (an attention MSE, as ``attention_mse``), or
-    its reason."""
-    if res["floors"] is None:
-        return {**dict.fromkeys(FLOOR_FIELDS), "floor_reason": "not computed (floor=False)"}
-    floor = res["floors"][kind]
-    if isinstance(floor, str):
-        return {**dict.fromkeys(FLOOR_FIELDS), "floor_reason": floor}
-    ms = res["exact_ms"]
-    m = r / floor.features_per_draw
-    return {"floor_mse": floor.mse(r) * ms, "floor_stderr": floor.stderr / r * ms,
-            "floor_valid": floor.valid_at(r),
-            "floor_normaliser_rel_sd": math.sqrt(max(floor.normaliser_rel_var, 0.0) / m),
-            "floor_reason": None}
-
-
-#: The first-order fields of a row (their reason: ``first_order_reason``).
-_FIRST_ORDER_FIELDS = ("first_order_mse", "first_order_stderr", "first_order_valid",
-                       "first_order_ratio", "normaliser_rel_sd")
-
-
-def _head_info(plan, res, edges):
-    u2 = res["kernel"]["u2"]
-    n = u2.size
-    heavy = res["heavy_share"]
-    counts, _ = np.histogram(u2, bins=edges)
-    return {
-        "head": res["head"], "index": res["index"], "L": plan.L, "L_k": plan.Lk, "d": plan.d,
-        "d_v": plan.dv, "pairs": int(n), "all_pairs": res["kernel"]["all_pairs"],
-        "u2_quantiles": {f"q{int(round(100 * p)):02d}": float(x)
-                         for p, x in zip((0.01, 0.5, 0.9, 0.99), np.quantile(u2, (0.01, 0.5, 0.9, 0.99)))},
-        "u2_max": float(u2.max()),
-        "heavy_tail_share": heavy,
-        "heavy_tail_share_stderr": 0.0 if res["kernel"]["all_pairs"] else math.sqrt(heavy * (1 - heavy) / n),
-        "histogram_counts": [int(c) for c in counts],
-        "exact_mean_square": res["exact_ms"], "uniform_mse": res["uniform_mse"],
-        "fitted": {kind: {k: float(v) for k, v in p.items()} for kind, p in res["fitted"].items() if p},
-    }
-
-
 # ---------------------------------------------------------------------------
 # The result and the entry point
 # ---------------------------------------------------------------------------
@@ -761,12 +597,12 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
         results = _run_heads(plan, arrays, progress, client)
     top = max(float(r["kernel"]["u2"].max()) for r in results)
     edges = np.linspace(0.0, top if top > 0 else 1.0, HISTOGRAM_BINS + 1)
-    rows = [row for res in results for row in _head_rows(plan, res)]
-    heads = [_head_info(plan, res, edges) for res in results]
+    rows = [row for res in results for row in head_rows(plan, res)]
+    heads = [head_info(plan, res, edges) for res in results]
     pooled_logs = {key: np.concatenate([r["kernel"]["log_rel"][key] for r in results])
                    for key in results[0]["kernel"]["log_rel"]
                    if all(key in r["kernel"]["log_rel"] for r in results)}
-    summary = pool_heads(rows, heads, pooled_logs, _log_quantiles)
+    summary = pool_heads(rows, heads, pooled_logs, log_quantiles)
     collected = {(res["head"],) + key: draws
                  for res in results for key, draws in res["mc"][1].items()}
     precision = precision_rows(rows, collected)
