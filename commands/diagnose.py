@@ -15,6 +15,8 @@ from every layer and head of a pretrained encoder run on ``--text``
 - ``diagnosis.csv`` (one row per head, preset, kind, ensemble and m) and
   ``diagnosis_summary.csv`` (pooled over heads);
 - ``diagnosis.png``: :func:`rfkernels.figures.diagnosis.plot_diagnosis`;
+- ``diagnosis_positions.csv``, only with ``--causal``: the error per
+  position decile, per head and pooled (:attr:`Diagnosis.positions`);
 - ``heads.png``, only where the heads have two leading axes (layer, head),
   as with ``--model``: :func:`rfkernels.figures.diagnosis.plot_heads`, each
   head's best relative attention MSE at the largest ``--budget`` the grid
@@ -54,6 +56,12 @@ OUTPUTS = (JSON_NAME, "report.md", "diagnosis.csv", "diagnosis_summary.csv", "di
 #: Written after :data:`OUTPUTS` only where the heads have two leading axes (layer, head);
 #: a folder holding them is still this command's.
 HEAD_OUTPUTS = ("heads.png",)
+#: Written only with ``--causal``.
+CAUSAL_OUTPUTS = ("diagnosis_positions.csv",)
+#: What ``--causal`` with ``--model`` says: the packaged encoder attends both ways.
+CAUSAL_MODEL_NOTE = ("the model was trained with bidirectional attention: a causal run on its "
+                     "heads illustrates prefix-sum attention on real queries and keys, not how "
+                     "a decoder's heads behave")
 #: Default ``--out``.
 DEFAULT_OUT = "rfkernels-diagnosis"
 #: Prefix of the probe file that checks ``--out`` is writable (removed at once).
@@ -61,7 +69,7 @@ PROBE_PREFIX = ".rfkernels-diagnose-probe."
 
 #: An output of this command, or a temporary file of its atomic writes (".NAME.RANDOM.tmp").
 _OWN = re.compile(r"(?:{0})|\.(?:{0})\.[^/]*\.tmp|{1}[^/]*".format(
-    "|".join(re.escape(n) for n in OUTPUTS + HEAD_OUTPUTS), re.escape(PROBE_PREFIX)))
+    "|".join(re.escape(n) for n in OUTPUTS + HEAD_OUTPUTS + CAUSAL_OUTPUTS), re.escape(PROBE_PREFIX)))
 
 #: Why an option of the parsed arguments is null: it was not given, and this is its default.
 _DEFAULTS = {
@@ -153,6 +161,11 @@ def _add(p):
                    help="also each head's variance floor: the least attention MSE at each r of "
                         "any policy of independent draws of each kind's representation (first "
                         "order; rfkernels.floor), and the r at which even it reaches the target")
+    p.add_argument("--causal", action="store_true",
+                   help="causal attention (prefix sums; L = L_k): every row sees its keys j <= i; "
+                        "the error by position decile in diagnosis_positions.csv and the r needed "
+                        "on the first 10%% of rows and on the rest (with --model: an "
+                        "illustration, the encoder was trained bidirectionally)")
     p.add_argument("--seed", type=seed_value, default=0, help="root seed (SeedSequence entropy)")
     p.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=None,
                    help="processes working on heads side by side, with the same numbers (default: "
@@ -231,6 +244,8 @@ def _command_line(args, meta):
         parts += ["--dtype", join(meta["dtypes"][1:])]
     if meta["floor"]:
         parts += ["--floor"]
+    if meta["causal"]:
+        parts += ["--causal"]
     if args.workers is not None:
         parts += ["--workers", str(args.workers)]
     if args.scheduler is not None:
@@ -304,7 +319,7 @@ def _run_diagnosis(loaded, args):
             presets=args.preset, norms=args.norms, scale=args.scale, draws=args.draws,
             queries=args.queries, pairs=args.pairs, first_order_queries=args.first_order_queries,
             target=args.target, budgets=args.budget, dtypes=args.dtype, floor=args.floor,
-            seed=args.seed, workers=args.workers, scheduler=args.scheduler,
+            causal=args.causal, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
             progress=progress)
     except DiagnoseMemoryError as exc:  # the options' names, not the API's arguments
         raise MemoryError(exc.render(True)) from None
@@ -317,7 +332,9 @@ def _write(folder, diag, provenance):
     from ..figures.diagnosis import plot_diagnosis, plot_heads
 
     grid = len(diag.meta["head_shape"]) == 2  # (layer, head): the heat map too
-    sidecar = {"command": COMMAND, "files": list(OUTPUTS + (HEAD_OUTPUTS if grid else ())),
+    causal = diag.meta["causal"]
+    sidecar = {"command": COMMAND, "files": list(OUTPUTS + (HEAD_OUTPUTS if grid else ())
+                                                 + (CAUSAL_OUTPUTS if causal else ())),
                "provenance": provenance,
                **diag.to_dict()}
     texts = {
@@ -326,6 +343,8 @@ def _write(folder, diag, provenance):
         "diagnosis.csv": diag.to_csv(table="rows"),
         "diagnosis_summary.csv": diag.to_csv(table="summary"),
     }
+    if causal:
+        texts[CAUSAL_OUTPUTS[0]] = diag.to_csv(table="positions")
     check_out_dir(folder)  # again: a file may have appeared while the diagnosis ran
     paths = write_texts(folder, texts)
     paths.append(plot_diagnosis(diag, os.path.join(folder, "diagnosis.png")))
@@ -387,6 +406,9 @@ def _run(args):
         raise ValueError("--text is read with --model only")
     folder = check_out_dir(args.out)  # before anything is read or computed
     loaded = load_qkv(args.files) if args.model is None else _model_inputs(args.model, args.text)
+    if args.causal and args.model is not None:
+        print(f"rfkernels diagnose: --causal: {CAUSAL_MODEL_NOTE}", file=sys.stderr)
+        loaded.sources["causal_note"] = CAUSAL_MODEL_NOTE
     diag = _run_diagnosis(loaded, args)
     provenance = _provenance(args, loaded, diag.meta, time.perf_counter() - start)
     paths = _write(folder, diag, provenance)

@@ -20,7 +20,7 @@ from rfkernels.presets import preset as preset_entry
 
 from .advice import EXTRAPOLATE_MAX
 
-__all__ = ["CSV_COLUMNS", "markdown_report", "null_reason", "write_csv"]
+__all__ = ["CSV_COLUMNS", "POSITION_COLUMNS", "markdown_report", "null_reason", "write_csv"]
 
 #: Columns of the CSV files, in order (summary rows add ``heads`` and ``heads_worse_than_uniform``).
 CSV_COLUMNS = (
@@ -34,6 +34,12 @@ CSV_COLUMNS = (
     "kernel_rel_mse_mean", "kernel_rel_mse_mean_stderr", "kernel_share_rel_mse_above_1",
     "heads", "heads_worse_than_uniform", "first_order_reason", "kernel_reason",
     "floor_mse", "floor_stderr", "floor_valid", "floor_normaliser_rel_sd", "floor_reason",
+)
+#: Columns of the causal position rows (``diagnosis_positions.csv``).
+POSITION_COLUMNS = (
+    "head", "preset", "kind", "ensemble", "norms", "m", "r", "bucket", "first_row", "last_row",
+    "keys_min", "keys_max", "attention_mse", "attention_mse_stderr", "relative_mse", "zero_mse",
+    "uniform_mse", "worse_than_uniform", "first_order_mse", "first_order_reason", "heads",
 )
 #: The variance floor's fields of a row (their reason: ``floor_reason``): the least attention
 #: MSE at r of any policy of independent draws of the kind's representation, first order.
@@ -109,24 +115,24 @@ def _cell(value):
     return value
 
 
-def _write(rows, fh):
-    writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
+def _write(rows, fh, columns=CSV_COLUMNS):
+    writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _cell(row.get(k)) for k in CSV_COLUMNS})
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
 
 
-def write_csv(rows, file=None):
-    """Write ``rows`` as CSV to a path or a text file; with no file return the text."""
+def write_csv(rows, file=None, columns=CSV_COLUMNS):
+    """Write ``rows`` (``columns``) as CSV to a path or a text file; with no file return the text."""
     if file is None:
         buf = io.StringIO()
-        _write(rows, buf)
+        _write(rows, buf, columns)
         return buf.getvalue()
     if hasattr(file, "write"):
-        _write(rows, file)
+        _write(rows, file, columns)
         return None
     with open(file, "w", newline="") as fh:
-        _write(rows, fh)
+        _write(rows, fh, columns)
     return None
 
 
@@ -181,6 +187,7 @@ def _provenance(diag, provenance):
         f"- **rfkernels**: {meta['version']}; seed entropy `{meta['entropy']}`; "
         f"{meta['seconds']:.1f} s on {meta['workers']} worker(s)",
         f"- **kernel**: {meta['kernel']}, scale = {meta['scale']:.6g}",
+        f"- **attention**: {meta['attention']}",
         f"- **grid**: m = {', '.join(map(str, meta['m_values']))}; kinds {', '.join(meta['kinds'])}; "
         f"ensembles {', '.join(meta['ensembles'])}; presets {', '.join(meta['presets'])}; "
         f"norms {meta['norms']}",
@@ -483,6 +490,55 @@ def _floor_ratio(row):
     return f"{_num(ratio)} ± {_num(se_ratio)}" + ("" if row["floor_valid"] else "*")
 
 
+def _positions(diag):
+    """Causal attention: the pooled relative MSE per position decile at the largest m, and the r
+    each estimator needs on the first 10% of rows and on the rest."""
+    if not diag.meta.get("causal") or not diag.positions:
+        return []
+    top_m = max(diag.meta["m_values"])
+    pooled = [r for r in diag.positions if r["head"] == "all" and r["m"] == top_m]
+    buckets = sorted({(r["bucket"], r["keys_min"], r["keys_max"]) for r in pooled})
+    curves = {}
+    for row in pooled:
+        curves.setdefault((row["preset"], row["kind"], row["ensemble"]), {})[row["bucket"]] = row
+    lines = ["## Error against position (causal attention)", "",
+             "Row i attends to its first i + 1 keys (prefix sums), so the error depends on the "
+             "position. The rows are split into deciles; per decile, the relative attention MSE "
+             f"at m = {top_m}, pooled over heads (each decile relative to its own exact output's "
+             "mean square; ± one standard error; *worse* where worse than causal uniform "
+             "attention there, each row the mean of the values it sees):", ""]
+    header = ["estimator"] + [f"keys {lo}-{hi}" for _, lo, hi in buckets]
+    table = []
+    for (p, kind, ens), by_bucket in curves.items():
+        cells = []
+        for b, _, _ in buckets:
+            row = by_bucket.get(b)
+            if row is None or row["relative_mse"] is None:
+                cells.append("—")
+                continue
+            se = row["attention_mse_stderr"] / row["zero_mse"] if row["zero_mse"] > 0 else None
+            cells.append(f"{_num(row['relative_mse'])} ± {_num(se, 2)}"
+                         + (" *worse*" if row["worse_than_uniform"] else ""))
+        table.append([f"{kind}/{ens}" + ("" if _exact(p) else f" ({p})")] + cells)
+    lines += _table(header, table)
+    advice = diag.advice.get("positions") or []
+    if advice:
+        target = diag.advice["target"]
+        lines += ["", f"The r each estimator needs for relative MSE {target:g} on the first 10% of "
+                      "rows and on the rest (as the advice above, on each range's pooled curve):", ""]
+        rows = []
+        for entry in advice:
+            cells = []
+            for label in ("first 10%", "rest"):
+                got = entry.get(label)
+                cells.append("—" if got is None else
+                             (f"{got['r_needed']} ({got['how']})" if got["r_needed"] is not None
+                              else got["how"] + ": " + got["note"]))
+            rows.append([f"{entry['kind']}/{entry['ensemble']}"] + cells)
+        lines += _table(["estimator", "first 10% of rows", "the rest"], rows)
+    return lines + [""]
+
+
 def _per_head(diag):
     if len(diag.heads) < 2:
         return []
@@ -519,6 +575,7 @@ def markdown_report(diagnosis, provenance=None):
     lines += _precision(diagnosis)
     lines += _advice(diagnosis)
     lines += _floor(diagnosis)
+    lines += _positions(diagnosis)
     lines += _per_head(diagnosis)
     lines += ["## How to read this", "",
               "- *Attention MSE*: mean over query rows and value coordinates of (estimate - exact)^2, "

@@ -16,6 +16,7 @@ from rfkernels import theory
 from rfkernels.attention import PRESETS, softmax_attention
 from rfkernels.presets import preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
+from rfkernels.features import feature_dimension
 from rfkernels.floor import NORMALISER_SD_MAX
 from rfkernels.projections import draw_projections
 from rfkernels.strict_json import json_safe
@@ -32,11 +33,14 @@ from ..attention_data import (
     seed_index,
 )
 from ..lean_favor import one_blas_thread
+from ..points import independent_rows
 from .memory import PAIR_CHUNK, check_plan_memory
 from .advice import DEFAULT_TARGET, advise, check_target, pool_heads
 from .fields import head_info, head_rows, log_quantiles
-from .report import markdown_report, null_reason, write_csv
+from .report import POSITION_COLUMNS, markdown_report, null_reason, write_csv
 from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
+from .positions import (bucket_edges, bucket_means, head_baselines, pooled_positions,
+                        position_advice, position_rows, prefix_uniform, stratified_rows)
 from .views import floors, first_order, fit_views, view_attention
 
 __all__ = [
@@ -128,7 +132,8 @@ class _Plan:
 
     __slots__ = ("L", "Lk", "d", "dv", "heads", "head_shape", "ms", "kinds", "ensembles",
                  "presets", "preset_kinds", "norms", "scale", "draws", "queries", "pairs", "fo_queries",
-                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes", "floor")
+                 "target", "budgets", "entropy", "workers", "synthetic_v", "dtypes", "floor",
+                 "causal")
 
     def __init__(self, **kw):
         for key, value in kw.items():
@@ -158,6 +163,21 @@ def _check_diagnose_kind(kind):
     return kind
 
 
+def _causal_checks(plan):
+    """What a causal diagnosis needs, before any work: one key per query, rfkernels' numerics,
+    float64."""
+    if plan.L != plan.Lk:
+        raise ValueError(f"causal=True needs one key per query (L = L_k); got L={plan.L}, "
+                         f"L_k={plan.Lk}")
+    library = [p for p in plan.presets if not preset_entry(p).exact]
+    if library:
+        raise ValueError(f"causal=True takes preset 'rfkernels' only; got {', '.join(map(repr, library))}"
+                         ": the libraries' causal paths are not transcribed yet")
+    if len(plan.dtypes) > 1:
+        raise ValueError("causal=True runs in float64 only: the emulated dtypes are for "
+                         "bidirectional attention")
+
+
 def _grid_checks(plan):
     """Every kind x ensemble x m must exist at this d (the registry's own errors), before any work."""
     for kind in plan.kinds:
@@ -177,7 +197,7 @@ def _grid_checks(plan):
 
 
 def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, pairs,
-          first_order_queries, target, budgets, seed, workers, dtypes, floor=False):
+          first_order_queries, target, budgets, seed, workers, dtypes, floor=False, causal=False):
     q = _array(Q, "Q")
     k = _array(K, "K")
     v = _array(V, "V", required=False)
@@ -202,8 +222,10 @@ def _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries, p
         budgets=None if budgets is None else distinct_ints(budgets, "budgets"),
         entropy=root_entropy(seed),
         workers=None, synthetic_v=v is None, dtypes=check_dtypes(dtypes),
-        floor=check_bool(floor, "floor"),
+        floor=check_bool(floor, "floor"), causal=check_bool(causal, "causal"),
     )
+    if plan.causal:
+        _causal_checks(plan)
     if workers is None:
         plan.workers = max(1, min(plan.heads, usable_cpus()))
     else:
@@ -261,6 +283,14 @@ def _run_heads(plan, arrays, progress, client=None):
 
 def _pair_sample(plan, h):
     """(i, j) indices of the kernel-level pairs and whether they are all the pairs."""
+    if plan.causal:  # the pairs of the lower triangle, j <= i, uniformly (t -> (i, j))
+        total = plan.L * (plan.L + 1) // 2
+        t = (np.arange(total, dtype=np.int64) if total <= plan.pairs else
+             np.random.default_rng(_seed(plan, 1, h)).integers(0, total, plan.pairs))
+        i = ((np.sqrt(8.0 * t + 1.0) - 1.0) // 2).astype(np.int64)
+        i -= (i * (i + 1) // 2 > t)  # the float root's rounding, either way
+        i += ((i + 1) * (i + 2) // 2 <= t)
+        return i, t - i * (i + 1) // 2, total <= plan.pairs
     total = plan.L * plan.Lk
     if total <= plan.pairs:
         i, j = np.divmod(np.arange(total, dtype=np.int64), plan.Lk)
@@ -325,12 +355,16 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
     cells = [(p, kind, ens, m) for p, kind in plan.preset_kinds for ens in plan.ensembles
              for m in plan.ms]
     out = {c: np.zeros((5, plan.draws)) for c in cells}  # mse, bad, share mean, share max, overflow
+    edges = bucket_edges(plan.L)
+    by_position = {c: np.zeros((edges.size - 1, plan.draws)) for c in cells} if plan.causal else None
     rounding = {}  # (preset, kind, ensemble, m, dtype) -> per-draw rounding_errors tuples
     for t in range(plan.draws):
-        if plan.L <= plan.queries:
+        rng = np.random.default_rng(_seed(plan, 2, h, t))
+        if plan.causal:  # stratified by position
+            rows = stratified_rows(plan.L, plan.queries, rng)
+        elif plan.L <= plan.queries:
             rows = np.arange(plan.L)
         else:
-            rng = np.random.default_rng(_seed(plan, 2, h, t))
             rows = np.sort(rng.choice(plan.L, size=plan.queries, replace=False))
         ex = exact[rows]
         for ens in plan.ensembles:
@@ -341,7 +375,7 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                     cell = out[(p, kind, ens, m)]
                     try:  # a DERF kind: OPRF on its transformed head; data-tilted: cross-fitted
                         res, errors = view_attention(views[kind], rows, v, w, p, plan.dtypes,
-                                                     rounding_errors)
+                                                     rounding_errors, plan.causal)
                     except FloatingPointError:  # a library's unshifted features overflow
                         cell[:, t] = (math.inf, 0.0, math.nan, math.nan, 1.0)
                         continue
@@ -351,9 +385,13 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                                   math.nan if share is None else float(np.max(share)), 0.0)
                     for dt, got in errors.items():
                         rounding.setdefault((p, kind, ens, m, dt), []).append(got)
+                    if by_position is not None:
+                        with np.errstate(over="ignore", invalid="ignore"):
+                            sq = np.mean((res.output - ex) ** 2, axis=1)
+                        by_position[(p, kind, ens, m)][:, t] = bucket_means(sq, rows, edges)
                 if progress is not None:
                     progress(1)
-    return out, rounding
+    return out, rounding, by_position
 
 
 def _head(plan, h, arrays, progress):
@@ -372,9 +410,10 @@ def _head(plan, h, arrays, progress):
     kernel = _kernel_level(plan, h, q, k, views)
     if progress is not None:
         progress(1)
-    exact = softmax_attention(q, k, v)
+    exact = softmax_attention(q, k, v, causal=plan.causal)
     exact_ms = float(np.mean(exact * exact))
-    uniform_mse = float(np.mean((exact - v.mean(axis=0)) ** 2))
+    uniform = prefix_uniform(v) if plan.causal else v.mean(axis=0)  # each row the mean of its keys' values
+    uniform_mse = float(np.mean((exact - uniform) ** 2))
     heavy = float(np.mean(kernel["u2"] > HEAVY_TAIL_U2))
     mc = _monte_carlo(plan, h, q, k, v, exact, views, progress)
     overflow = []
@@ -387,9 +426,20 @@ def _head(plan, h, arrays, progress):
     head_floors = floors(plan, views, v, _seed(plan, 5, h)) if plan.floor else None
     if progress is not None:
         progress(1)
+    positions = None
+    if plan.causal:
+        edges = bucket_edges(plan.L)
+        zero, base = head_baselines(exact, v, edges)
+        positions = {"cells": mc[2], "edges": edges, "zero": zero, "uniform": base,
+                     "iid": {e for e in plan.ensembles if independent_rows(e)},
+                     "first_order": {kind: got[3] for kind, got in fo.items()
+                                     if not isinstance(got, str)},
+                     "first_order_reasons": {kind: got for kind, got in fo.items()
+                                             if isinstance(got, str)}}
     return {"head": h, "index": [int(x) for x in idx], "fitted": fitted, "kernel": kernel,
             "exact_ms": exact_ms, "uniform_mse": uniform_mse, "heavy_share": heavy,
-            "mc": mc, "first_order": fo, "floors": head_floors, "overflow": overflow}
+            "mc": mc, "first_order": fo, "floors": head_floors, "overflow": overflow,
+            "positions": positions}
 
 
 # ---------------------------------------------------------------------------
@@ -437,11 +487,18 @@ class Diagnosis:
         With ``dtypes``: per head x preset x kind x dtype, each map's overflow
         and underflow on the head's data for one W, unshifted and as the
         preset computes it (:func:`rfkernels.analysis.precision.overflow_report`).
+    positions : list of dict
+        With ``causal=True``: per head (and pooled, ``head`` "all") x preset x
+        kind x ensemble x m x position bucket, the attention MSE of the
+        bucket's rows with its standard error, relative to the bucket's exact
+        mean square, its causal uniform baseline and first-order prediction
+        (:mod:`rfkernels.analysis.diagnosis.positions`).
     """
 
-    def __init__(self, rows, summary, heads, advice, meta, precision=(), overflow=()):
+    def __init__(self, rows, summary, heads, advice, meta, precision=(), overflow=(), positions=()):
         self.rows, self.summary, self.heads, self.advice, self.meta = rows, summary, heads, advice, meta
         self.precision, self.overflow = list(precision), list(overflow)
+        self.positions = list(positions)
 
     def select(self, table="summary", **where):
         """Rows of ``table`` ("summary" or "rows") whose columns equal the given values."""
@@ -459,12 +516,15 @@ class Diagnosis:
         """
         return json_safe({"meta": self.meta, "heads": self.heads, "summary": self.summary,
                           "advice": self.advice, "rows": self.rows, "precision": self.precision,
-                          "overflow": self.overflow},
+                          "overflow": self.overflow, "positions": self.positions},
                          explain=null_reason)
 
     def to_csv(self, file=None, table="rows"):
-        """``table`` ("rows" or "summary") as CSV to a path or text file; no file: the text."""
-        check_choice(table, "table", ("summary", "rows"))
+        """``table`` ("rows", "summary" or, causal, "positions") as CSV to a path or text file; no
+        file: the text."""
+        check_choice(table, "table", ("summary", "rows", "positions"))
+        if table == "positions":
+            return write_csv(self.positions, file, columns=POSITION_COLUMNS)
         return write_csv(self.summary if table == "summary" else self.rows, file)
 
     def to_markdown(self, provenance=None):
@@ -487,7 +547,10 @@ def _meta(plan, edges, seconds):
         "first_order_queries": plan.fo_queries, "target": plan.target, "floor": plan.floor,
         "heavy_tail_u2": HEAVY_TAIL_U2, "normaliser_sd_max": NORMALISER_SD_MAX,
         "histogram_edges": [float(e) for e in edges],
-        "attention": "bidirectional; rows with a normaliser <= 0 divided anyway and counted",
+        "attention": (("causal (prefix sums; rows sampled stratified by position)" if plan.causal
+                       else "bidirectional") + "; rows with a normaliser <= 0 divided anyway and "
+                      "counted"),
+        "causal": plan.causal,
         "entropy": plan.entropy, "spawn_keys": dict(SPAWN_KEYS),
         "seed_index": {e: seed_index("ensemble", e) for e in plan.ensembles},
         "workers": plan.workers,
@@ -498,7 +561,8 @@ def _meta(plan, edges, seconds):
 def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=None, norms="chi",
              scale=None, draws=DEFAULT_DRAWS, queries=DEFAULT_QUERIES, pairs=DEFAULT_PAIRS,
              first_order_queries=DEFAULT_FIRST_ORDER_QUERIES, target=DEFAULT_TARGET, budgets=None,
-             dtypes=None, floor=False, seed=0, workers=None, scheduler=None, progress=None):
+             dtypes=None, floor=False, causal=False, seed=0, workers=None, scheduler=None,
+             progress=None):
     r"""Diagnose random-feature attention on these queries, keys and values (:mod:`rfkernels.analysis.diagnosis`).
 
     Parameters
@@ -554,6 +618,16 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
         comparable with ``attention_mse``), and whether the first-order expansion holds there
         under that policy (``floor_valid``). About 0.2 s per head and
         representation on MiniLM's heads (L = 512, d = 32).
+    causal : bool, default False
+        Causal attention (prefix sums; needs L = L_k): row i attends to keys
+        j <= i, in the exact reference, the estimators, the uniform baseline
+        (each row the mean of the values it sees), the kernel-level pairs
+        (j <= i), the first-order theory and the floor. Each draw's rows are
+        sampled stratified by position, and :attr:`Diagnosis.positions`
+        reports the error per position decile
+        (:mod:`rfkernels.analysis.diagnosis.positions`), ``advice["positions"]``
+        the r needed on the first 10% of rows and on the rest. Preset
+        ``"rfkernels"`` and float64 only.
     seed : None, int or numpy.random.SeedSequence, default 0
         Root of all randomness (:data:`SPAWN_KEYS`); None draws fresh entropy (recorded).
     workers : int, optional
@@ -588,7 +662,8 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
     """
     t0 = time.perf_counter()
     plan, arrays = _plan(Q, K, V, m, kinds, ensembles, presets, norms, scale, draws, queries,
-                         pairs, first_order_queries, target, budgets, seed, workers, dtypes, floor)
+                         pairs, first_order_queries, target, budgets, seed, workers, dtypes, floor,
+                         causal)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
     from ..sweep.executors import dask_client
@@ -611,8 +686,16 @@ def diagnose(Q, K, V=None, *, m=DEFAULT_M, kinds=None, ensembles=None, presets=N
         advice["per_head"] = [{"head": res["head"], "budget": advise(
             [r for r in rows if r["head"] == res["head"]], plan.target, [])["budget"]}
             for res in results]
+    positions = []
+    if plan.causal:
+        for res in results:
+            positions += position_rows(res, {"head": res["head"], "norms": plan.norms},
+                                       lambda kind, m_: feature_dimension(kind, plan.d, m=m_))
+        positions += pooled_positions(positions)
+        advice["positions"] = position_advice([r for r in positions if r["head"] == "all"],
+                                              plan.target)
     meta = _meta(plan, edges, time.perf_counter() - t0)
     meta["units"] = plan.heads * (2 + plan.draws * len(plan.ms) * len(plan.ensembles))
     meta["scheduler"] = scheduler
     overflow = [row for res in results for row in res["overflow"]]
-    return Diagnosis(rows, summary, heads, advice, meta, precision, overflow)
+    return Diagnosis(rows, summary, heads, advice, meta, precision, overflow, positions)

@@ -26,6 +26,7 @@ from rfkernels.floor import attention_floor
 
 from ..attention_theory import attention_mse_first_order, first_order_kinds
 from ..points import independent_rows
+from .positions import bucket_edges, bucket_means, stratified_rows
 
 __all__ = ["FLOOR_RTOL", "KindView", "ViewResult", "first_order", "fit_views", "floors",
            "view_attention", "view_inputs"]
@@ -73,21 +74,25 @@ def fit_views(kinds, q, k):
     return out
 
 
-def view_inputs(view, rows, w):
+def view_inputs(view, rows, w, causal=False):
     """The runs of a view's attention at the query rows ``rows`` (sorted indices) with projections ``w``.
 
     A list of ``(positions, q, k, w, kind, params)``: ``positions`` index
     ``rows`` (a slice for one run); cross-fitted views (``halves``) give one
     run per parity, each on its estimator's ``dense_attention_inputs``.
+    ``causal``: each run's ``q`` is every query row (prefix sums need the
+    whole sequence); the caller keeps ``rows[positions]`` of its output.
     """
+    rows = np.asarray(rows)
     if view.halves is None:
-        return [(slice(None), view.q[rows], view.k, w, view.kind, view.params)]
+        return [(slice(None), view.q if causal else view.q[rows], view.k, w, view.kind, view.params)]
     out = []
     for parity, est in enumerate(view.halves):
-        pos = np.flatnonzero(np.asarray(rows) % 2 == parity)
+        pos = np.flatnonzero(rows % 2 == parity)
         if pos.size:
             fmap = est.kind.feature_map
-            qt, kt, wt = fmap.dense_attention_inputs(est, view.q[np.asarray(rows)[pos]], view.k, w, np)
+            q = view.q if causal else view.q[rows[pos]]
+            qt, kt, wt = fmap.dense_attention_inputs(est, q, view.k, w, np)
             out.append((pos, qt, kt, wt, fmap.dense_runs_as, {}))
     return out
 
@@ -104,26 +109,37 @@ class ViewResult:
         self.stabiliser_share = stabiliser_share
 
 
-def view_attention(view, rows, v, w, preset, dtypes, rounding_errors):
+def view_attention(view, rows, v, w, preset, dtypes, rounding_errors, causal=False):
     """``(ViewResult, {dtype: (rounding MSE, failed share, overflowed)})`` of a view at ``rows``.
 
     ``rounding_errors(q, k, v, w, kind, preset, dtypes, reference, A)`` measures each
     run against its float64 output; the runs' rounding errors are combined by
     their row counts. Raises FloatingPointError
-    where a library's unshifted features overflow.
+    where a library's unshifted features overflow. ``causal``: prefix-sum
+    attention over the whole sequence, read at ``rows``.
     """
-    parts = view_inputs(view, rows, w)
+    parts = view_inputs(view, rows, w, causal)
+    rows = np.asarray(rows)
     n = len(rows)
     output, share, bad, errors = np.empty((n, v.shape[1])), np.full(n, np.nan), 0, {}
     for pos, q, k, wv, kind, params in parts:
-        res = favor_attention(q, k, v, wv, kind, nonpositive="divide", preset=preset, **params)
-        output[pos] = res.output
-        bad += res.n_nonpositive_denominators
-        if res.stabiliser_share is not None:
-            share[pos] = res.stabiliser_share
-        size = res.output.shape[0] / n
+        res = favor_attention(q, k, v, wv, kind, nonpositive="divide", preset=preset, causal=causal,
+                              **params)
+        if causal:  # the whole sequence was computed: keep the sampled rows
+            keep = rows[pos]
+            res_out = res.output[keep]
+            res_share = None if res.stabiliser_share is None else res.stabiliser_share[keep]
+            res_bad = int(np.sum(np.isin(np.asarray(res.nonpositive_rows), keep)))
+        else:
+            res_out, res_share = res.output, res.stabiliser_share
+            res_bad = res.n_nonpositive_denominators
+        output[pos] = res_out
+        bad += res_bad
+        if res_share is not None:
+            share[pos] = res_share
+        size = res_out.shape[0] / n
         for dt, (mse, failed, over) in rounding_errors(q, k, v, wv, kind, preset, dtypes,
-                                                        res.output, params.get("A")).items():
+                                                        res_out, params.get("A")).items():
             total = errors.get(dt, (0.0, 0.0, False))
             errors[dt] = (total[0] + size * mse, total[1] + size * failed, total[2] or over)
     has_share = not np.all(np.isnan(share))
@@ -147,12 +163,23 @@ def first_order(plan, views, v, seed):
         else:
             view = views[kind]
             try:
-                fo = attention_mse_first_order(view.q, view.k, v, 1, kind, queries=plan.fo_queries,
-                                               seed=seed, normalisers=True)
+                if plan.causal:  # rows stratified by position, at least one per bucket
+                    edges = bucket_edges(plan.L)
+                    rows = stratified_rows(plan.L, max(plan.fo_queries, edges.size - 1),
+                                           np.random.default_rng(seed))
+                    fo = attention_mse_first_order(view.q, view.k, v, 1, kind, rows=rows,
+                                                   normalisers=True, causal=True)
+                    se = (float(fo.per_row.std(ddof=1) / np.sqrt(fo.per_row.size))
+                          if fo.per_row.size >= 2 and not fo.all_rows else None)
+                    out[kind] = (fo.mse, se, fo.normaliser_rel_var,
+                                 bucket_means(fo.per_row, fo.rows, edges))
+                else:
+                    fo = attention_mse_first_order(view.q, view.k, v, 1, kind,
+                                                   queries=plan.fo_queries, seed=seed,
+                                                   normalisers=True)
+                    out[kind] = (fo.mse, fo.stderr, fo.normaliser_rel_var)
             except OverflowError as exc:
                 out[kind] = " ".join(str(exc).split())
-            else:
-                out[kind] = (fo.mse, fo.stderr, fo.normaliser_rel_var)
     return out
 
 
@@ -175,7 +202,7 @@ def floors(plan, views, v, seed):
         if key not in done:
             try:
                 done[key] = attention_floor(view.q, view.k, v, scale=1.0, representation=rep,
-                                            seed=seed, rtol=FLOOR_RTOL)
+                                            seed=seed, rtol=FLOOR_RTOL, causal=plan.causal)
             except (OverflowError, FloatingPointError) as exc:
                 done[key] = " ".join(str(exc).split())
         out[kind] = done[key]
