@@ -1,7 +1,7 @@
 """The docs gallery's reduced PNGs from a ``rfkernels figures`` output folder.
 
-``python -m rfkernels.figures._gallery OUT docs/_static/gallery`` resizes
-each ``OUT/NAME.png`` to 900 pixels wide (figures with several panels) or
+``python -m rfkernels.figures._gallery OUT docs/_static/gallery [NAME ...]``
+resizes each ``OUT/NAME.png`` (every figure's, or those named) to 900 pixels wide (figures with several panels) or
 640 (one panel) and stores it with an adaptive 128-colour palette (25-45 KB
 each).
 """
@@ -23,14 +23,15 @@ WIDTHS = {"ratio": 900, "mse_vs_m": 900, "orthogonality_gain": 900, "bias_audit"
           "floor": 900}
 
 
-def make_gallery(out_dir, gallery_dir):
-    """Write the reduced PNG of every figure in ``out_dir`` into ``gallery_dir``; returns the paths."""
+def make_gallery(out_dir, gallery_dir, names=None):
+    """Write the reduced PNG of every figure (or of ``names``) in ``out_dir`` into ``gallery_dir``;
+    returns the paths."""
     import io
 
     from PIL import Image
 
     paths = []
-    for name in FIGURES:
+    for name in FIGURES if names is None else names:
         with Image.open(os.path.join(out_dir, f"{name}.png")) as im:
             im = im.convert("RGB")
             width = WIDTHS[name]
@@ -45,5 +46,5 @@ def make_gallery(out_dir, gallery_dir):
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintainer's tool
-    for p in make_gallery(*sys.argv[1:3]):
+    for p in make_gallery(sys.argv[1], sys.argv[2], sys.argv[3:] or None):
         print(p, os.path.getsize(p))
