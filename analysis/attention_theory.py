@@ -320,6 +320,19 @@ def _batch_log_mse(qb, k, v, half, y, log_y_max, kind, normalisers=False, visibl
     return log_total, log_d, clipped, second
 
 
+def _batches(rows, batch, causal_length=None):
+    """``(start, rows)`` of each batch of the sorted ``rows``: at most ``batch`` rows; causal
+    (``causal_length`` L), never across a tenth of L, so each batch's key prefix stays short."""
+    if causal_length is None:
+        return [(b0, rows[b0:b0 + batch]) for b0 in range(0, rows.size, batch)]
+    tenth = rows * 10 // causal_length
+    out, start = [], 0
+    for group in np.split(rows, np.flatnonzero(np.diff(tenth)) + 1):
+        out += [(start + b0, group[b0:b0 + batch]) for b0 in range(0, group.size, batch)]
+        start += group.size
+    return out
+
+
 def _too_large(what):
     """The OverflowError of inputs beyond the first-order theory's float64 range."""
     return OverflowError(f"attention_mse_first_order: {what}; the inputs are too large for the "
@@ -440,11 +453,16 @@ def attention_mse_first_order(Q, K, V, m, kind, *, ensemble="iid", queries=None,
     log_total = np.empty(rows.size)
     rel_var = np.empty(rows.size) if normalisers else None
     clipped = 0
-    for b0 in range(0, rows.size, batch):
-        idx = rows[b0:b0 + batch]
-        visible = None if not causal else np.arange(Lk)[None, :] <= idx[:, None]
-        logs, log_d, n_clipped, second = _batch_log_mse(q[idx], k, v, half, y, log_y_max, kind,
-                                                        normalisers, visible)
+    for b0, idx in _batches(rows, batch, L if causal else None):
+        if causal:  # the batch's key prefix only: later keys have weight 0 for every row of it
+            top = int(idx[-1]) + 1
+            visible = np.arange(top)[None, :] <= idx[:, None]
+            logs, log_d, n_clipped, second = _batch_log_mse(
+                q[idx], k[:top], v[:top], half[:top], y[:top], log_y_max, kind, normalisers,
+                visible)
+        else:
+            logs, log_d, n_clipped, second = _batch_log_mse(q[idx], k, v, half, y, log_y_max,
+                                                            kind, normalisers)
         log_total[b0:b0 + idx.size] = logs
         log_total[b0:b0 + idx.size] += -2.0 * log_d - math.log(m) - math.log(dv)
         clipped += n_clipped

@@ -55,6 +55,7 @@ FIGURES = {
     "zoo_attention": "zoo_attention",
     "capacity": "capacity",
     "floor": "floor",
+    "causal": "causal",
 }
 
 

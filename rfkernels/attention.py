@@ -57,7 +57,8 @@ from .features import (
     feature_dimension,
     feature_map,
 )
-from .attention_inputs import check_fit_rows, check_matrix_xp, check_qkv, check_squared_norms
+from .attention_inputs import (check_fit_rows, check_matrix_xp, check_qkv, check_query_rows,
+                               check_squared_norms)
 from .estimators import estimator
 from .pairs import check_map_param, fit_map_param, is_derf, refuse_derf_parameters, require_projections
 from .estimators.registry import check_kind, entries as registry_entries, entry as registry_entry
@@ -245,7 +246,7 @@ def softmax_attention(Q, K, V, *, causal=False, block_size=None):
 
 def favor_attention(
     Q, K, V, W, kind, *, A=None, causal=False, stabilize=True, nonpositive="nan", block_size=None,
-    preset="rfkernels", B_query=None, B_key=None, fit_rows=None,
+    preset="rfkernels", B_query=None, B_key=None, fit_rows=None, rows=None,
 ):
     r"""Linear-time attention with random features (FAVOR), bidirectional or causal.
 
@@ -291,6 +292,13 @@ def favor_attention(
         ``(Q_fit, K_fit)``: the queries and keys a data-fitted kind is fitted
         on, when not Q and K themselves (fit on some rows, measure on others);
         the data-fitted kinds only.
+    rows : array_like of int, optional
+        Compute only these query rows (distinct, ascending): the output, the
+        normalisers and ``stabiliser_share`` have one row per entry, and
+        ``nonpositive_rows`` index them. Causal attention then forms the query
+        features of these rows only (their prefix sums still read every key
+        before them): a sample of rows costs the keys' side, not the
+        queries'. Default: every row.
     causal : bool, default False
         If True, row i attends to keys j <= i only (needs L = L_k), through
         running prefix sums.
@@ -429,16 +437,17 @@ def favor_attention(
     if is_derf(kind):  # DERF: OPRF on (q', k'), or positive features in d + 2 dimensions
         check_choice(preset, "preset", exact_presets())
         return _derf_attention(Q, K, V, W, kind, A, B_query, B_key, causal=causal, stabilize=stabilize,
-                               nonpositive=nonpositive, block_size=block_size, fit_rows=fit_rows)
+                               nonpositive=nonpositive, block_size=block_size, fit_rows=fit_rows,
+                               rows=rows)
     entry = check_preset(preset, kind, causal is True)
     if not entry.exact:
         if stabilize is not True:
             raise ValueError(f"stabilize applies to preset='rfkernels'; preset={entry.name!r} "
                              "computes what its library computes")
         return _linear_attention(Q, K, V, W, kind, None, "attention", causal, True, nonpositive,
-                                 block_size, "favor_attention", A, entry)
+                                 block_size, "favor_attention", A, entry, rows=rows)
     return _linear_attention(Q, K, V, W, kind, None, "attention", causal, stabilize,
-                             nonpositive, block_size, "favor_attention", A)
+                             nonpositive, block_size, "favor_attention", A, rows=rows)
 
 
 def linear_attention(
@@ -553,7 +562,7 @@ def linear_attention(
 
 def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="attention", causal=False,
                     stabilize=True, nonpositive="nan", block_size=None, caller="favor_attention",
-                    fit_rows=None):
+                    fit_rows=None, rows=None):
     """A two-map kind's attention: fitted on ``fit_rows`` or Q and K (data-fitted kinds), then its
     map's ``runs_as`` on (q', k')."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
@@ -575,7 +584,7 @@ def _derf_attention(Q, K, V, W, kind, A, B_query, B_key, *, normalization="atten
         (q, k, W), a, run, label = (fmap.dense_attention_inputs(est, q, k, w, xp), None,
                                     fmap.dense_runs_as, kind)
     res = _linear_attention(q, k, V, W, run, None, normalization,
-                            causal, stabilize, nonpositive, block_size, caller, a)
+                            causal, stabilize, nonpositive, block_size, caller, a, rows=rows)
     return replace(res, kind=label)
 
 
@@ -610,8 +619,8 @@ class _Features:
 
 
 def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, nonpositive,
-                      block_size, caller, A=None, entry=None):
-    """Validate everything, then run the one linear-attention core."""
+                      block_size, caller, A=None, entry=None, rows=None):
+    """Validate everything, then run the one linear-attention core (at ``rows`` only, if given)."""
     xp = get_array_module(Q, K, V) if W is None else get_array_module(Q, K, V, W)
     deterministic, nu, _ = check_feature_map(kind, W, nu, False, A=A)
     A = None if deterministic else check_map_param(kind, A)
@@ -620,6 +629,7 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
         raise ValueError(f"{caller} does not take kind={kind!r}: {fmap.attention_reason}")
     check_choice(normalization, "normalization", NORMALIZATIONS)
     q, k, v, causal = check_qkv(Q, K, V, causal, xp)
+    query_rows = None if rows is None else check_query_rows(rows, q.shape[0])
     stabilize = check_bool(stabilize, "stabilize")
     check_choice(nonpositive, "nonpositive", NONPOSITIVE_POLICIES)
     check_feature_map(kind, W, nu, normalization == "sum", q.shape[1], A=A)  # nu <= 2d - 1; sum-normalisable
@@ -654,6 +664,8 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
 
     if isinstance(A, str):  # "auto": fitted by the map on the queries and keys (OPRF: O((L + L_k) d))
         A = fit_map_param(kind, A, q, k)
+    if query_rows is not None and not causal:  # bidirectional rows are independent: those alone
+        q = q[xp.asarray(query_rows)]
     if entry is not None:  # a library's numerics (rfkernels.presets)
         if xp is not np:
             raise ValueError(f"preset={entry.name!r} runs on NumPy arrays only")
@@ -674,7 +686,7 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
     try:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             if causal:
-                num, den = _causal(q, k, v, feats, r, block, xp)
+                num, den = _causal(q, k, v, feats, r, block, xp, query_rows)
             else:
                 num, den = _bidirectional(q, k, v, feats, r, block, xp)
     except FloatingPointError as exc:  # raised by feature_map
@@ -718,26 +730,34 @@ def _bidirectional(q, k, v, feats, r, block, xp):
     return num, den
 
 
-def _causal(q, k, v, feats, r, block, xp):
+def _causal(q, k, v, feats, r, block, xp, rows=None):
+    """Prefix sums block by block; with ``rows`` (ascending), only those rows' outputs, their
+    query features alone formed (the keys' side is the same)."""
     n = q.shape[0]
     state = xp.zeros((r, v.shape[1]), dtype=xp.float64)  # Σ_{j < block} φ(k_j) v_jᵀ
     norm = xp.zeros(r, dtype=xp.float64)  # Σ_{j < block} φ(k_j)
-    num = xp.empty((n, v.shape[1]), dtype=xp.float64)
-    den = xp.empty(n, dtype=xp.float64)
-    size = min(block, n)
-    future = xp.arange(size)[None, :] > xp.arange(size)[:, None]
-    for start in range(0, n, block):
+    n_out = n if rows is None else len(rows)
+    num = xp.empty((n_out, v.shape[1]), dtype=xp.float64)
+    den = xp.empty(n_out, dtype=xp.float64)
+    bounds = None if rows is None else np.searchsorted(rows, np.arange(0, n + block, block))
+    for b, start in enumerate(range(0, n, block)):
         stop = min(n, start + block)
+        if bounds is None:
+            out, mine = slice(start, stop), xp.arange(start, stop)
+        else:
+            out = slice(int(bounds[b]), int(bounds[b + 1]))
+            mine = xp.asarray(rows[out])
         phi_k, rescale = feats.keys(k[start:stop])
         if rescale is not None:  # the block's rows use the shift including its own keys
             state *= rescale
             norm *= rescale
-        phi_q = feats.queries(q[start:stop])
-        local = phi_q @ phi_k.T  # (block, block)
-        local[future[: stop - start, : stop - start]] = 0.0  # keep keys j <= i
         v_b = v[start:stop]
-        num[start:stop] = phi_q @ state + local @ v_b
-        den[start:stop] = phi_q @ norm + xp.sum(local, axis=1)
+        if out.stop > out.start:
+            phi_q = feats.queries(q[mine])
+            local = phi_q @ phi_k.T  # (rows of the block, keys of the block)
+            local[xp.arange(start, stop)[None, :] > mine[:, None]] = 0.0  # keep keys j <= i
+            num[out] = phi_q @ state + local @ v_b
+            den[out] = phi_q @ norm + xp.sum(local, axis=1)
         state += phi_k.T @ v_b
         norm += xp.sum(phi_k, axis=0)
     return num, den

@@ -7,7 +7,8 @@ import numpy as np
 from .backends import to_numpy
 from .validation import check_bool, check_finite, check_same_d
 
-__all__ = ["check_fit_rows", "check_matrix_xp", "check_qkv", "check_squared_norms"]
+__all__ = ["check_fit_rows", "check_matrix_xp", "check_qkv", "check_query_rows",
+           "check_squared_norms"]
 
 
 def check_matrix_xp(value, name, shape_text, xp):
@@ -72,3 +73,17 @@ def check_fit_rows(value, d):
             raise ValueError(f"{name} has d = {arr.shape[1]} but Q has d = {d}")
         out.append(np.asarray(arr, dtype=np.float64))
     return tuple(out)
+
+
+def check_query_rows(value, L):
+    """``rows``: distinct, ascending query rows in [0, L), as an int64 NumPy array."""
+    arr = np.asarray(to_numpy(value) if not isinstance(value, (list, tuple)) else value)
+    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"rows must be a non-empty 1-D array of query row indices; got "
+                         f"{'shape ' + str(arr.shape) if arr.ndim != 1 or arr.size == 0 else arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr[0] < 0 or arr[-1] >= L or np.any(np.diff(arr) <= 0):
+        raise ValueError(f"rows must be distinct and ascending in [0, {L}); got {arr.size} rows "
+                         f"from {int(arr.min())} to {int(arr.max())}"
+                         + ("" if np.all(np.diff(arr) > 0) else ", not strictly ascending"))
+    return arr

@@ -181,3 +181,25 @@ def test_the_command_writes_the_positions_and_says_causal(tmp_path, capsys):
     # the folder is this command's: a second causal run may write into it
     assert main(["diagnose", str(path), "--out", str(out), "--m", "4", "--kind", "positive",
                  "--ensemble", "iid", "--draws", "2", "--causal", "--workers", "1"]) == 0
+
+
+@pytest.mark.parametrize("kind", ["positive", "trig", "data-tilted"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_at_some_rows_is_those_rows_of_the_whole(kind, causal):
+    q, k, v = _head(L=300, d=6, seed=5)
+    w = draw_projections(24, 6, seed=2)
+    rows = np.sort(np.random.default_rng(0).choice(300, 37, replace=False))
+    full = favor_attention(q, k, v, w, kind, causal=causal, nonpositive="divide")
+    part = favor_attention(q, k, v, w, kind, causal=causal, nonpositive="divide", rows=rows)
+    np.testing.assert_allclose(part.output, full.output[rows], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(part.denominators, full.denominators[rows], rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows, message", [([3, 1], "distinct and ascending"),
+                                           ([], "non-empty 1-D"), ([300], r"in \[0, 300\)"),
+                                           (np.array([1.5]), "row indices")])
+def test_bad_rows_are_refused_in_one_line(rows, message):
+    q, k, v = _head(L=300, d=6)
+    with pytest.raises(ValueError, match=message) as err:
+        favor_attention(q, k, v, draw_projections(4, 6, seed=0), "positive", rows=rows)
+    assert "\n" not in str(err.value)

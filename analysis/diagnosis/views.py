@@ -81,7 +81,7 @@ def view_inputs(view, rows, w, causal=False):
     ``rows`` (a slice for one run); cross-fitted views (``halves``) give one
     run per parity, each on its estimator's ``dense_attention_inputs``.
     ``causal``: each run's ``q`` is every query row (prefix sums need the
-    whole sequence); the caller keeps ``rows[positions]`` of its output.
+    whole sequence); the caller asks for ``rows[positions]`` of its output.
     """
     rows = np.asarray(rows)
     if view.halves is None:
@@ -116,23 +116,18 @@ def view_attention(view, rows, v, w, preset, dtypes, rounding_errors, causal=Fal
     run against its float64 output; the runs' rounding errors are combined by
     their row counts. Raises FloatingPointError
     where a library's unshifted features overflow. ``causal``: prefix-sum
-    attention over the whole sequence, read at ``rows``.
+    attention over the whole sequence, computed at ``rows`` only.
     """
     parts = view_inputs(view, rows, w, causal)
     rows = np.asarray(rows)
     n = len(rows)
     output, share, bad, errors = np.empty((n, v.shape[1])), np.full(n, np.nan), 0, {}
     for pos, q, k, wv, kind, params in parts:
+        # causal: the prefix sums of the whole sequence, read at the sampled rows only
         res = favor_attention(q, k, v, wv, kind, nonpositive="divide", preset=preset, causal=causal,
-                              **params)
-        if causal:  # the whole sequence was computed: keep the sampled rows
-            keep = rows[pos]
-            res_out = res.output[keep]
-            res_share = None if res.stabiliser_share is None else res.stabiliser_share[keep]
-            res_bad = int(np.sum(np.isin(np.asarray(res.nonpositive_rows), keep)))
-        else:
-            res_out, res_share = res.output, res.stabiliser_share
-            res_bad = res.n_nonpositive_denominators
+                              rows=rows[pos] if causal else None, **params)
+        res_out, res_share = res.output, res.stabiliser_share
+        res_bad = res.n_nonpositive_denominators
         output[pos] = res_out
         bad += res_bad
         if res_share is not None:
