@@ -57,6 +57,7 @@ from .features import (
     feature_dimension,
     feature_map,
 )
+from .softmax import SOFTMAX_BLOCK_ELEMENTS, softmax_attention  # noqa: F401  (re-exported: the exact reference)
 from .attention_inputs import (check_fit_rows, check_matrix_xp, check_qkv, check_query_rows,
                                check_squared_norms)
 from .estimators import estimator
@@ -98,9 +99,6 @@ NORMALIZATIONS = ("attention", "sum")
 #: (r, d_v) state, so large blocks do more work (benchmarks/bench_attention.py).
 FAVOR_BLOCK = 512
 FAVOR_CAUSAL_BLOCK = 128
-#: :func:`softmax_attention` picks ``block = SOFTMAX_BLOCK_ELEMENTS // L_k`` rows
-#: (at least 1), so each block's logits hold about 4 Mi doubles (32 MiB).
-SOFTMAX_BLOCK_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -157,91 +155,6 @@ class AttentionResult:
 
 
 # --------------------------------------------------------------- exact reference
-
-
-def softmax_attention(Q, K, V, *, causal=False, block_size=None):
-    r"""Exact softmax attention, in blocks of query rows with a stable softmax.
-
-    Parameters
-    ----------
-    Q : array_like of shape (L, d)
-        Queries, already scaled (the kernel is :math:`\exp(q^\top k)`; pass
-        ``Q * d**-0.25`` for the Transformer's :math:`\exp(q^\top k/\sqrt d)`).
-    K : array_like of shape (L_k, d)
-        Keys, scaled like Q.
-    V : array_like of shape (L_k, d_v)
-        Values.
-    causal : bool, default False
-        If True, row i attends to keys j <= i only (needs L = L_k).
-    block_size : int, optional
-        Query rows per block; default ``max(1, SOFTMAX_BLOCK_ELEMENTS // L_k)``
-        (4096 rows at L_k = 1024, 64 rows at L_k = 65536), so that a block's
-        logits hold about 4 Mi doubles.
-
-    Returns
-    -------
-    out : ndarray of shape (L, d_v), float64
-        Same array type as the inputs (NumPy or CuPy).
-
-    Raises
-    ------
-    ValueError
-        Non-finite or badly shaped Q, K or V; d mismatch between Q and K;
-        V without one row per key; causal with L != L_k; block_size < 1.
-    TypeError
-        causal not a bool, block_size not an integer.
-    FloatingPointError
-        If a logit :math:`q^\top k` overflows (inputs near 1e154), which the
-        shifted softmax cannot represent.
-
-    Notes
-    -----
-    For each block of rows the logits :math:`s_{ij} = q_i^\top k_j` are
-    shifted by their row maximum :math:`M_i`, so that
-
-    .. math:: \operatorname{Att}_i
-        = \frac{\sum_j e^{s_{ij} - M_i} v_j}{\sum_j e^{s_{ij} - M_i}}
-
-    with every exponential in (0, 1] and a denominator >= 1: no overflow and
-    no division by zero for any finite logits. Causal blocks only read the
-    keys up to their last row and mask the rest with :math:`-\infty`.
-    Memory is O(block·L_k) on top of the inputs and output; time O(L·L_k·(d + d_v)).
-
-    References
-    ----------
-    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
-       ICLR 2021, Section 2.1. https://arxiv.org/abs/2009.14794
-    """
-    xp = get_array_module(Q, K, V)
-    q, k, v, causal = check_qkv(Q, K, V, causal, xp)
-    n_rows, n_keys = q.shape[0], k.shape[0]
-    if block_size is None:
-        block = max(1, SOFTMAX_BLOCK_ELEMENTS // n_keys)
-    else:
-        block = check_int(block_size, "block_size")
-
-    out = xp.empty((n_rows, v.shape[1]), dtype=xp.float64)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        for start in range(0, n_rows, block):
-            stop = min(n_rows, start + block)
-            end = stop if causal else n_keys
-            logits = q[start:stop] @ k[:end].T
-            if causal:
-                future = xp.arange(end)[None, :] > xp.arange(start, stop)[:, None]
-                logits[future] = -xp.inf
-            logits -= xp.max(logits, axis=1, keepdims=True)
-            p = xp.exp(logits, out=logits)
-            out[start:stop] = (p @ v[:end]) / xp.sum(p, axis=1, keepdims=True)
-            del logits, p  # free the block before the next one is allocated
-    if not bool(xp.all(xp.isfinite(out))):
-        raise FloatingPointError(
-            "softmax_attention overflowed: a logit q.k is too large to represent; "
-            "the inputs are too large"
-        )
-    return out
-
-
-# --------------------------------------------------------------- FAVOR
 
 
 def favor_attention(
@@ -671,7 +584,8 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
             raise ValueError(f"preset={entry.name!r} runs on NumPy arrays only")
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             try:
-                num, den, share = preset_attention(q, k, v, w, kind, entry, A=A, block=block)
+                num, den, share = preset_attention(q, k, v, w, kind, entry, A=A, block=block,
+                                                   causal=causal, rows=query_rows)
             except FloatingPointError as exc:
                 raise FloatingPointError(f"{caller}: {exc}") from None
         try:

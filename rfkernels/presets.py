@@ -23,7 +23,14 @@ ensembles (each preset names its library's default in ``ensemble`` and
     :math:`-h`); the normaliser is :math:`\hat D_i = \varphi(q_i)^\top \sum_j \varphi(k_j)`
     with no guard. Kind ``"positive"`` only (its ``generalized_kernel`` is
     a deterministic ReLU map). Default law: QR blocks without the sign fix,
-    chi norms (``"orthogonal-unfixed-qr"``, ``"chi"``).
+    chi norms (``"orthogonal-unfixed-qr"``, ``"chi"``). **Causal**
+    (``causal_linear_attention``, L179-198, and its reference
+    ``causal_linear_attention_noncuda``, L202-219): the same features (the
+    key shift still over the whole sequence), the numerator's prefix sums
+    with no epsilon, and the normaliser
+    :math:`\hat D_i = \varphi(q_i)^\top(\sum_{j\le i}\varphi(k_j) + 10^{-6}\mathbf 1)`:
+    ``k_cumsum = k.cumsum(dim=-2) + eps``, eps = 1e-6 added to every
+    coordinate of the running key sum.
 ``"google-research"``
     google-research/google-research, ``performer/fast_attention/jax/fast_attention.py``
     at commit ``8de59738d37133bc2537b62831674d3929da3c5b``: the same
@@ -34,6 +41,10 @@ ensembles (each preset names its library's default in ``ensemble`` and
     L238-240), and the normaliser guard
     :math:`R \leftarrow R + 2\varepsilon\,[|R| \le \varepsilon]` before the
     reciprocal (``dot_product_attention``, near the end of the file). Kind ``"positive"`` only; default law as above.
+    **Causal** (``unidirectional=True``: ``_numerator`` and ``_denominator``,
+    ``lax.scan`` prefix sums, then the same guard in ``dot_product_attention``): the same
+    features, :math:`\hat D_i = \varphi(q_i)^\top\sum_{j\le i}\varphi(k_j)`
+    guarded as above.
 ``"xformers"``
     facebookresearch/xformers at commit
     ``279e083384ea26b5359ac65d116fd12b15b32643`` (the last with FAVOR),
@@ -41,7 +52,8 @@ ensembles (each preset names its library's default in ``ensemble`` and
     L160-228) and ``favor.py`` (L159-168): features
     :math:`\exp(\pm u_l - h - \log\sqrt{r} + 10^{-6})` with **no max shift**
     (the :math:`10^{-6}` is inside the exponent, a factor that cancels), r
-    the feature count; no guard. Kinds ``"positive"`` (SMOrf) and
+    the feature count; no guard; bidirectional only here (its causal path
+    is not transcribed). Kinds ``"positive"`` (SMOrf) and
     ``"hyperbolic"`` (SMHyperbolic, SMReg). Default law: its own
     construction (``"orthogonal-xformers"``), fixed norms (SMReg, the
     default feature map). Its features overflow where :math:`\pm u_l - h`
@@ -76,6 +88,7 @@ __all__ = [
     "PRESETS",
     "KeyState",
     "Preset",
+    "causal_presets",
     "check_preset",
     "key_log_features",
     "preset",
@@ -115,6 +128,11 @@ class Preset:
         The estimators as MATH.md states them, stabilised only by factors
         that cancel (the kinds' own maps: ``query_features``,
         ``key_log_features``); False: a library's arithmetic, transcribed.
+    causal : bool
+        Its causal (prefix-sum) path is transcribed too (``causal=True``).
+    cumsum_epsilon : float
+        Causal only: added to every coordinate of the running key sum in the
+        normaliser (performer-pytorch's ``k.cumsum(dim=-2) + eps``; 0: none).
     """
 
     name: str
@@ -128,6 +146,8 @@ class Preset:
     shifted: bool = True
     log_offset: float = 0.0
     exact: bool = False
+    causal: bool = False
+    cumsum_epsilon: float = 0.0
 
     @property
     def kinds(self):
@@ -155,15 +175,17 @@ class Preset:
 #: registry's ``"preset"`` axis, which every caller asks.
 PRESETS = {p.name: registry.register("preset", p) for p in (
     Preset("rfkernels", "the estimators as MATH.md states them, stabilised by factors that cancel",
-           "rfkernels", None, "orthogonal", "chi", exact=True),
+           "rfkernels", None, "orthogonal", "chi", exact=True, causal=True),
     Preset("performer-pytorch", "softmax_kernel: max shifts, epsilon 1e-4 added to every feature",
            "lucidrains/performer-pytorch@fc8b78441b1e27eb5d9b01fc738a8772cee07127 "
-           "performer_pytorch/performer_pytorch.py L90-115, L170-175",
-           ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-4),
+           "performer_pytorch/performer_pytorch.py L90-115, L170-175; causal L179-219",
+           ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-4, causal=True,
+           cumsum_epsilon=1e-6),
     Preset("google-research", "fast_attention (JAX): max shifts, epsilon 1e-6, normaliser guard",
            "google-research/google-research@8de59738d37133bc2537b62831674d3929da3c5b "
-           "performer/fast_attention/jax/fast_attention.py L52-111, L205-215, L238-240, dot_product_attention",
-           ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-6, guard=True),
+           "performer/fast_attention/jax/fast_attention.py L52-111, L205-215, L238-240, "
+           "dot_product_attention; causal _numerator, _denominator",
+           ("positive",), "orthogonal-unfixed-qr", "chi", epsilon=1e-6, guard=True, causal=True),
     Preset("xformers", "SMOrf / SMHyperbolic / SMReg: unshifted features, 1e-6 inside the exponent",
            "facebookresearch/xformers@279e083384ea26b5359ac65d116fd12b15b32643 "
            "xformers/components/attention/feature_maps/softmax.py L45-89, L160-228; "
@@ -178,6 +200,11 @@ def preset(name):
     return registry.entry("preset", name)
 
 
+def causal_presets():
+    """The names of the presets whose causal (prefix-sum) path is reproduced (:attr:`Preset.causal`)."""
+    return tuple(p.name for p in registry.entries("preset") if p.causal)
+
+
 def exact_presets():
     """The names of the presets that compute the estimators exactly (:attr:`Preset.exact`)."""
     return tuple(p.name for p in registry.entries("preset") if p.exact)
@@ -189,9 +216,9 @@ def check_preset(name, kind, causal=False):
     reason = entry.refusal(registry.entry("kind", kind))
     if reason is not None:
         raise ValueError(reason)
-    if causal and not entry.exact:
+    if causal and not entry.causal:
         raise ValueError(f"preset {entry.name!r}: only bidirectional attention is reproduced; "
-                         f"causal=True needs {' or '.join(f'preset={p!r}' for p in exact_presets())}")
+                         f"causal=True needs {' or '.join(f'preset={p!r}' for p in causal_presets())}")
     return entry
 
 
@@ -291,8 +318,12 @@ def _queries(q, w, kind, entry, A, r, xp):
     return _library_features(q, w, kind, entry, None, r, xp)
 
 
-def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp=np):
-    """Bidirectional attention with a preset's numerics: ``(numerators, normalisers, share)``.
+def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp=np, causal=False,
+                     rows=None):
+    """Attention with a preset's numerics: ``(numerators, normalisers, share)``.
+
+    ``causal``: prefix sums (:func:`_causal_preset`), at the query rows ``rows``
+    (ascending; None: every row).
 
     ``q``, ``k``, ``v``, ``w`` are validated arrays (:func:`rfkernels.favor_attention`
     checks them); ``entry`` a :class:`Preset` that offers ``kind``. The
@@ -304,6 +335,8 @@ def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp
     """
     r = _same if rnd is None else rnd
     shift = _key_shift(k, w, kind, entry, block, A, r, xp)
+    if causal:
+        return _causal_preset(q, k, v, w, kind, entry, shift, A, block, r, xp, rows)
     dv = v.shape[1]
     state = norm = bare = None
     for s in range(0, k.shape[0], block):
@@ -327,6 +360,55 @@ def preset_attention(q, k, v, w, kind, entry, *, A=None, block=512, rnd=None, xp
         den = r(den + 2.0 * entry.epsilon * (xp.abs(den) <= entry.epsilon))
     share = xp.zeros(q.shape[0])
     if entry.epsilon:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = 1.0 - bare_den / den
+    return num, den, share
+
+
+def _causal_preset(q, k, v, w, kind, entry, shift, A, block, r, xp, rows=None):
+    """Causal attention with a preset's numerics, block by block: ``(numerators, normalisers,
+    share)`` at ``rows`` (every row where None). The key shift is the whole sequence's, as the
+    libraries compute it; the normaliser adds ``cumsum_epsilon`` to every coordinate of the
+    running key sum, then the guard."""
+    n, dv = q.shape[0], v.shape[1]
+    n_out = n if rows is None else len(rows)
+    num, den, bare_den = xp.empty((n_out, dv)), xp.empty(n_out), xp.empty(n_out)
+    state = norm = bare = None
+    bounds = None if rows is None else np.searchsorted(rows, np.arange(0, n + block, block))
+    for b, start in enumerate(range(0, n, block)):
+        stop = min(n, start + block)
+        phi_k, phi0_k = _keys(k[start:stop], w, kind, entry, shift, A, r, xp)
+        if not bool(xp.all(xp.isfinite(phi_k))):
+            raise FloatingPointError(_overflow(entry, kind, "keys"))
+        if state is None:
+            state, norm, bare = (xp.zeros((phi_k.shape[1], dv)), xp.zeros(phi_k.shape[1]),
+                                 xp.zeros(phi_k.shape[1]))
+        if bounds is None:
+            out, mine = slice(start, stop), xp.arange(start, stop)
+        else:
+            out = slice(int(bounds[b]), int(bounds[b + 1]))
+            mine = xp.asarray(rows[out])
+        if out.stop > out.start:
+            phi, phi0 = _queries(q[mine], w, kind, entry, A, r, xp)
+            if not bool(xp.all(xp.isfinite(phi))):
+                raise FloatingPointError(_overflow(entry, kind, "queries"))
+            future = xp.arange(start, stop)[None, :] > mine[:, None]
+            local = r(phi @ phi_k.T)
+            local[future] = 0.0
+            local0 = phi0 @ phi0_k.T
+            local0[future] = 0.0
+            num[out] = r(r(phi @ state) + r(local @ v[start:stop]))
+            den[out] = r(r(phi @ norm) + r(xp.sum(local, axis=1)))
+            if entry.cumsum_epsilon:
+                den[out] = r(den[out] + r(entry.cumsum_epsilon * r(xp.sum(phi, axis=1))))
+            bare_den[out] = phi0 @ bare + xp.sum(local0, axis=1)
+        state = r(state + r(phi_k.T @ v[start:stop]))
+        norm = r(norm + r(xp.sum(phi_k, axis=0)))
+        bare = bare + xp.sum(phi0_k, axis=0)
+    if entry.guard:
+        den = r(den + 2.0 * entry.epsilon * (xp.abs(den) <= entry.epsilon))
+    share = xp.zeros(n_out)
+    if entry.epsilon or entry.cumsum_epsilon:
         with np.errstate(divide="ignore", invalid="ignore"):
             share = 1.0 - bare_den / den
     return num, den, share

@@ -1,15 +1,19 @@
-"""The exact softmax kernel exp(x·y), in the linear and the log domain, without intermediate overflow."""
+"""The exact softmax kernel exp(x·y), in the linear and the log domain, without intermediate overflow,
+and exact softmax attention (:func:`softmax_attention`, the reference of every estimate)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .attention_inputs import check_qkv
+from .backends import get_array_module
 from .pairs import check_memory_pairs, check_pair, require_finite, squeeze_pairs
+from .validation import check_int
 
 #: Elements per chunk of the exact (pairs × features) fallback.
 LME_CHUNK = 1 << 22
 
-__all__ = ["log_softmax_kernel", "softmax_kernel"]
+__all__ = ["SOFTMAX_BLOCK_ELEMENTS", "log_softmax_kernel", "softmax_attention", "softmax_kernel"]
 
 
 def safe_dot(x, y, xp):
@@ -154,3 +158,93 @@ def log_softmax_kernel(X, Y):
     xp, x, y, _, x1, y1 = check_pair(X, Y)
     check_memory_pairs(x, y, None, xp)
     return squeeze_pairs(safe_dot(x, y, xp), x1, y1)
+
+
+#: :func:`softmax_attention` picks ``block = SOFTMAX_BLOCK_ELEMENTS // L_k`` rows
+#: (at least 1), so each block's logits hold about 4 Mi doubles (32 MiB).
+SOFTMAX_BLOCK_ELEMENTS = 1 << 22
+
+
+def softmax_attention(Q, K, V, *, causal=False, block_size=None):
+    r"""Exact softmax attention, in blocks of query rows with a stable softmax.
+
+    Parameters
+    ----------
+    Q : array_like of shape (L, d)
+        Queries, already scaled (the kernel is :math:`\exp(q^\top k)`; pass
+        ``Q * d**-0.25`` for the Transformer's :math:`\exp(q^\top k/\sqrt d)`).
+    K : array_like of shape (L_k, d)
+        Keys, scaled like Q.
+    V : array_like of shape (L_k, d_v)
+        Values.
+    causal : bool, default False
+        If True, row i attends to keys j <= i only (needs L = L_k).
+    block_size : int, optional
+        Query rows per block; default ``max(1, SOFTMAX_BLOCK_ELEMENTS // L_k)``
+        (4096 rows at L_k = 1024, 64 rows at L_k = 65536), so that a block's
+        logits hold about 4 Mi doubles.
+
+    Returns
+    -------
+    out : ndarray of shape (L, d_v), float64
+        Same array type as the inputs (NumPy or CuPy).
+
+    Raises
+    ------
+    ValueError
+        Non-finite or badly shaped Q, K or V; d mismatch between Q and K;
+        V without one row per key; causal with L != L_k; block_size < 1.
+    TypeError
+        causal not a bool, block_size not an integer.
+    FloatingPointError
+        If a logit :math:`q^\top k` overflows (inputs near 1e154), which the
+        shifted softmax cannot represent.
+
+    Notes
+    -----
+    For each block of rows the logits :math:`s_{ij} = q_i^\top k_j` are
+    shifted by their row maximum :math:`M_i`, so that
+
+    .. math:: \operatorname{Att}_i
+        = \frac{\sum_j e^{s_{ij} - M_i} v_j}{\sum_j e^{s_{ij} - M_i}}
+
+    with every exponential in (0, 1] and a denominator >= 1: no overflow and
+    no division by zero for any finite logits. Causal blocks only read the
+    keys up to their last row and mask the rest with :math:`-\infty`.
+    Memory is O(block·L_k) on top of the inputs and output; time O(L·L_k·(d + d_v)).
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking Attention with Performers",
+       ICLR 2021, Section 2.1. https://arxiv.org/abs/2009.14794
+    """
+    xp = get_array_module(Q, K, V)
+    q, k, v, causal = check_qkv(Q, K, V, causal, xp)
+    n_rows, n_keys = q.shape[0], k.shape[0]
+    if block_size is None:
+        block = max(1, SOFTMAX_BLOCK_ELEMENTS // n_keys)
+    else:
+        block = check_int(block_size, "block_size")
+
+    out = xp.empty((n_rows, v.shape[1]), dtype=xp.float64)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for start in range(0, n_rows, block):
+            stop = min(n_rows, start + block)
+            end = stop if causal else n_keys
+            logits = q[start:stop] @ k[:end].T
+            if causal:
+                future = xp.arange(end)[None, :] > xp.arange(start, stop)[:, None]
+                logits[future] = -xp.inf
+            logits -= xp.max(logits, axis=1, keepdims=True)
+            p = xp.exp(logits, out=logits)
+            out[start:stop] = (p @ v[:end]) / xp.sum(p, axis=1, keepdims=True)
+            del logits, p  # free the block before the next one is allocated
+    if not bool(xp.all(xp.isfinite(out))):
+        raise FloatingPointError(
+            "softmax_attention overflowed: a logit q.k is too large to represent; "
+            "the inputs are too large"
+        )
+    return out
+
+
+# --------------------------------------------------------------- FAVOR

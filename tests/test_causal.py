@@ -153,7 +153,7 @@ def test_the_bidirectional_diagnosis_is_unchanged_by_the_causal_mode():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(presets=["performer-pytorch"]), "causal=True takes preset 'rfkernels' only"),
+    (dict(presets=["xformers"]), "reproduce bidirectional attention only"),
     (dict(dtypes=["float32"]), "causal=True runs in float64 only"),
 ])
 def test_diagnose_causal_refuses_what_it_does_not_cover(kw, message):
@@ -203,3 +203,54 @@ def test_bad_rows_are_refused_in_one_line(rows, message):
     with pytest.raises(ValueError, match=message) as err:
         favor_attention(q, k, v, draw_projections(4, 6, seed=0), "positive", rows=rows)
     assert "\n" not in str(err.value)
+
+
+def _library_features(x, w, eps, shift):
+    """A library's positive features: max shifts, epsilon added (rfkernels.presets, module notes)."""
+    u = x @ w.T
+    h = 0.5 * np.sum(x * x, axis=1, keepdims=True)
+    c = u.max(axis=1, keepdims=True) if shift is None else shift
+    return (np.exp(u - h - c) + eps) / np.sqrt(w.shape[0])
+
+
+@pytest.mark.parametrize("name", ["performer-pytorch", "google-research"])
+def test_the_libraries_causal_paths_are_their_prefix_sums_with_their_epsilons(name):
+    from rfkernels.presets import preset
+
+    entry = preset(name)
+    q, k, v = _head(L=200, d=8, seed=6)
+    w = draw_projections(32, 8, ensemble="orthogonal-unfixed-qr", seed=1)
+    res = favor_attention(q, k, v, w, "positive", causal=True, preset=name)
+    pq = _library_features(q, w, entry.epsilon, None)
+    pk = _library_features(k, w, entry.epsilon, float(np.max(k @ w.T)))  # the whole sequence's
+    weights = np.tril(pq @ pk.T)
+    den = weights.sum(axis=1) + entry.cumsum_epsilon * pq.sum(axis=1)
+    if entry.guard:
+        den = den + 2 * entry.epsilon * (np.abs(den) <= entry.epsilon)
+    np.testing.assert_allclose(res.output, (weights @ v) / den[:, None], rtol=1e-12)
+    assert np.all(res.stabiliser_share > 0) and np.all(res.stabiliser_share < 1)
+    rows = np.array([0, 5, 77, 199])
+    part = favor_attention(q, k, v, w, "positive", causal=True, preset=name, rows=rows)
+    np.testing.assert_allclose(part.output, res.output[rows], rtol=1e-12)
+    np.testing.assert_allclose(part.stabiliser_share, res.stabiliser_share[rows], rtol=1e-12)
+    # the first row sees one key: google-research's epsilon is in both its features, so the
+    # ratio is that key's value; performer-pytorch's cumsum epsilon is in the normaliser only
+    moved = float(np.max(np.abs(res.output[0] - v[0])))
+    assert (moved > 1e-6) if entry.cumsum_epsilon else moved < 1e-15
+
+
+def test_a_preset_without_a_causal_path_refuses_it():
+    q, k, v = _head()
+    with pytest.raises(ValueError, match="only bidirectional attention is reproduced"):
+        favor_attention(q, k, v, draw_projections(8, 4, seed=0), "positive", causal=True,
+                        preset="xformers")
+
+
+def test_diagnose_causal_runs_the_libraries_causal_paths():
+    q, k, v = synthetic_qkv(L=64, d=8, heads=1)
+    res = diagnose(q, k, v, m=[16], kinds=["positive"], ensembles=["orthogonal-unfixed-qr"],
+                   presets=["rfkernels", "performer-pytorch", "google-research"], draws=3,
+                   causal=True, seed=0, workers=1)
+    share = {r["preset"]: r["stabiliser_share_mean"] for r in res.summary}
+    assert share["rfkernels"] is None and 0 < share["google-research"] < share["performer-pytorch"]
+    assert {r["preset"] for r in res.positions} == set(share)

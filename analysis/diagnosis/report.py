@@ -534,7 +534,8 @@ def _positions(diag):
                 cells.append("—" if got is None else
                              (f"{got['r_needed']} ({got['how']})" if got["r_needed"] is not None
                               else got["how"] + ": " + got["note"]))
-            rows.append([f"{entry['kind']}/{entry['ensemble']}"] + cells)
+            rows.append([f"{entry['kind']}/{entry['ensemble']}"
+                         + ("" if _exact(entry["preset"]) else f" ({entry['preset']})")] + cells)
         lines += _table(["estimator", "first 10% of rows", "the rest"], rows)
     return lines + [""]
 

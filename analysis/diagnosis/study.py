@@ -14,7 +14,7 @@ import numpy as np
 
 from rfkernels import theory
 from rfkernels.attention import PRESETS, softmax_attention
-from rfkernels.presets import preset as preset_entry
+from rfkernels.presets import causal_presets, preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
 from rfkernels.floor import NORMALISER_SD_MAX
@@ -164,15 +164,16 @@ def _check_diagnose_kind(kind):
 
 
 def _causal_checks(plan):
-    """What a causal diagnosis needs, before any work: one key per query, rfkernels' numerics,
-    float64."""
+    """What a causal diagnosis needs, before any work: one key per query, presets whose causal path
+    is transcribed, float64."""
     if plan.L != plan.Lk:
         raise ValueError(f"causal=True needs one key per query (L = L_k); got L={plan.L}, "
                          f"L_k={plan.Lk}")
-    library = [p for p in plan.presets if not preset_entry(p).exact]
-    if library:
-        raise ValueError(f"causal=True takes preset 'rfkernels' only; got {', '.join(map(repr, library))}"
-                         ": the libraries' causal paths are not transcribed yet")
+    bidirectional = [p for p in plan.presets if not preset_entry(p).causal]
+    if bidirectional:
+        raise ValueError(f"causal=True: preset(s) {', '.join(map(repr, bidirectional))} reproduce "
+                         "bidirectional attention only; their causal paths are not transcribed "
+                         f"(causal: {', '.join(map(repr, causal_presets()))})")
     if len(plan.dtypes) > 1:
         raise ValueError("causal=True runs in float64 only: the emulated dtypes are for "
                          "bidirectional attention")
