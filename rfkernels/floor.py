@@ -37,12 +37,13 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+import numba
 import numpy as np
 
 from .estimators import registry
 from .validation import check_bool, check_choice, check_int, check_matrix, check_real, check_seed
 
-__all__ = ["AttentionFloor", "Floor", "NORMALISER_SD_MAX", "attention_floor", "kernel_floor",
+__all__ = ["AttentionFloor", "Floor", "NORMALISER_SD_MAX", "attention_floor", "causal_h", "kernel_floor",
            "valid_from"]
 
 #: Default precision: the standard error at most this share of the value.
@@ -579,7 +580,7 @@ class _Head:
         cq, ck = _components(self.rep, omega, self.q), _components(self.rep, omega, self.k)
         aq = np.max([lq - self.log_den for lq, _ in cq], axis=(0, 2))
         ak = np.max([lk for lk, _ in ck], axis=(0, 2))
-        pq, sv, s1 = [], [], []
+        pq, pks, sv, s1 = [], [], [], []
         mix = 0.0
         for (lq, sq), (lk, sk) in zip(cq, ck):
             p = np.exp(lq - self.log_den - aq[:, None])  # phi_c(q) / D_q, scaled, (B, L_q)
@@ -588,16 +589,15 @@ class _Head:
             if self.tilted:
                 mix = mix + np.sum(p * (pk @ self.spread.T), axis=1)
             pk = pk if sk is None else pk * sk
-            if self.causal:  # each row's own keys: prefix sums, (B, L, d_v) and (B, L)
-                sv.append(np.cumsum(pk[:, :, None] * self.v[None], axis=1))
-                s1.append(np.cumsum(pk, axis=1))
+            if self.causal:
+                pks.append(pk)
             else:
                 sv.append(pk @ self.v)  # S_v,c (B, d_v)
                 s1.append(np.sum(pk, axis=1))  # S_1,c (B,)
-        h = self._h(pq, sv, s1)
-        if self.causal:
-            s1q = sum(p * s for p, s in zip(pq, s1))
+        if self.causal:  # each row's own keys: running prefix sums, one pass (no (B, L, d_v) array)
+            h, s1q = causal_h(np.stack(pq), np.stack(pks), self.v, self.o)
         else:
+            h = self._h(pq, sv, s1)
             s1q = sum(p * s[:, None] for p, s in zip(pq, s1))  # phi(q).S_1 / D_q, scaled
         with np.errstate(divide="ignore"):
             log_h = 0.5 * np.log(np.maximum(h, 0.0)) + aq + ak  # log sqrt(H)
@@ -611,11 +611,8 @@ class _Head:
 
 
     def _h(self, pq, sv, s1):
-        """sum_q |sum_c phi_c(q) (S_vc - o_q S_1c)|^2 / D_q^2 (scaled); bidirectional through
-        (B, L_q) @ (L_q, .) products, causal on the rows' prefix sums."""
-        if self.causal:
-            t = sum(p[:, :, None] * (v - self.o[None] * s[:, :, None]) for p, v, s in zip(pq, sv, s1))
-            return np.sum(t * t, axis=(1, 2))
+        """sum_q |sum_c phi_c(q) (S_vc - o_q S_1c)|^2 / D_q^2 (scaled), through
+        (B, L_q) @ (L_q, .) products (bidirectional)."""
         h = 0.0
         for a in range(len(pq)):
             for b in range(len(pq)):
@@ -625,6 +622,48 @@ class _Head:
                                   axis=1)
                          + (alpha @ self.o_sq) * s1[a] * s1[b])
         return h
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def causal_h(pq, pk, v, o):
+    r"""Causal H and the normalisers of each omega: ``(h (B,), s1q (B, L))``.
+
+    ``pq``, ``pk``: (components, B, L) the (scaled) features :math:`\varphi_c(q_i)/D_i`
+    and :math:`\varphi_c(k_j)`; ``v``, ``o`` (L, d_v) the values and the exact
+    outputs. With the prefix sums :math:`S_{vc}(i) = \sum_{j \le i}\varphi_c(k_j) v_j`,
+    :math:`S_{1c}(i) = \sum_{j \le i}\varphi_c(k_j)`:
+    :math:`h = \sum_i |\sum_c \varphi_c(q_i)(S_{vc}(i) - o_i S_{1c}(i))/D_i|^2` and
+    ``s1q[b, i]`` :math:`= \sum_c \varphi_c(q_i) S_{1c}(i)/D_i`, in one running pass.
+    """
+    n_c, n_b, n = pq.shape
+    dv = v.shape[1]
+    h = np.zeros(n_b)
+    s1q = np.empty((n_b, n))
+    sv = np.empty((n_c, dv))
+    s1 = np.empty(n_c)
+    t = np.empty(dv)
+    for b in range(n_b):
+        sv[:] = 0.0
+        s1[:] = 0.0
+        acc = 0.0
+        for i in range(n):
+            for c in range(n_c):
+                w = pk[c, b, i]
+                s1[c] += w
+                for e in range(dv):
+                    sv[c, e] += w * v[i, e]
+            t[:] = 0.0
+            norm = 0.0
+            for c in range(n_c):
+                p = pq[c, b, i]
+                norm += p * s1[c]
+                for e in range(dv):
+                    t[e] += p * (sv[c, e] - o[i, e] * s1[c])
+            for e in range(dv):
+                acc += t[e] * t[e]
+            s1q[b, i] = norm
+        h[b] = acc
+    return h, s1q
 
 
 def _normaliser_rel_var(acc):
