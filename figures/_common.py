@@ -233,6 +233,51 @@ def theory_curves(ax, lines, x, label):
                     ls=ENSEMBLE_STYLES[ensemble]["linestyle"], label=label(kind, ensemble))
 
 
+def head_panels(plt, rows):
+    """``(figure, [(axes, head, the head's rows), ...])``: one panel per head, side by side."""
+    heads = sorted({r["head"] for r in rows})
+    fig, axes = plt.subplots(1, len(heads), figsize=(3.0 * len(heads), 3.6), sharey=False)
+    axes = np.atleast_1d(axes)
+    return fig, [(ax, h, [r for r in rows if r["head"] == h]) for ax, h in zip(axes, heads)]
+
+
+def finish_log_panel(ax, shown, xlabel, title):
+    """Log axes whose y range spans the values ``shown`` (a line far above them is cut off: the
+    CSV keeps it), with the x label and the title."""
+    ax.set_ylim(min(shown) / 3, max(shown) * 5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=8)
+
+
+def legend_with_lines(ax, plt, lines):
+    """The legend below ``ax``: its curves, then ``lines``, ``[(Line2D keywords, label), ...]``."""
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], **style) for style, _ in lines]
+    labels += [label for _, label in lines]
+    legend_below(ax, ncol=3, handles=handles, labels=labels, fontsize=6.5)
+
+
+def estimator_curves(ax, rows, kinds, ensembles, x, order):
+    """Each kind x ensemble's ``relative_mse`` against ``x(row)`` with ± 2 standard errors
+    (``relative_mse_stderr``, capped below the value), in the kind's colour and the ensemble's
+    style, points in ``order``; rows whose value is not finite and positive are left out."""
+    for kind in kinds:
+        for ens in ensembles:
+            pts = sorted((r for r in rows if r["kind"] == kind and r["ensemble"] == ens
+                          and r["relative_mse"] is not None and math.isfinite(r["relative_mse"])
+                          and r["relative_mse"] > 0), key=order)
+            if not pts:
+                continue
+            style = ENSEMBLE_STYLES[ens]
+            ax.errorbar([x(p) for p in pts], [p["relative_mse"] for p in pts],
+                        yerr=[min(2 * (p["relative_mse_stderr"] or 0.0), 0.99 * p["relative_mse"])
+                              for p in pts],
+                        color=KIND_COLOURS[kind], ls=style["linestyle"], marker=style["marker"],
+                        ms=3, lw=0.8, capsize=1.5, label=f"{KIND_LABELS[kind]}, {ens}")
+
+
 def counter(progress, total):
     """``tick(n=1)``: count n more units done and report ``progress(done, total)`` if given."""
     done = [0]

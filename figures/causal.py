@@ -21,7 +21,8 @@ import math
 
 from rfkernels.analysis import diagnose, synthetic_qkv
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, counter, legend_below, paper_style, save
+from ._common import (KIND_COLOURS, counter, estimator_curves, finish_log_panel, head_panels,
+                      legend_with_lines, paper_style, save)
 
 NAME = "causal"
 TITLE = "Causal attention: the error against position on four synthetic heads"
@@ -74,25 +75,12 @@ def _finite(value):
 
 
 def plot(data, out_dir):
-    rows = data["rows"]
-    heads = sorted({r["head"] for r in rows})
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(heads), figsize=(3.0 * len(heads), 3.6), sharey=False)
-        for ax, h in zip(axes, heads):
-            mine = [r for r in rows if r["head"] == h]
+        fig, panels = head_panels(plt, data["rows"])
+        for ax, h, mine in panels:
+            estimator_curves(ax, mine, KINDS, ENSEMBLES, x=_x, order=lambda p: p["bucket"])
             for kind in KINDS:
                 colour = KIND_COLOURS[kind]
-                for ens in ENSEMBLES:
-                    pts = sorted((r for r in mine if r["kind"] == kind and r["ensemble"] == ens
-                                  and _finite(r["relative_mse"])), key=lambda r: r["bucket"])
-                    if not pts:
-                        continue
-                    style = ENSEMBLE_STYLES[ens]
-                    ax.errorbar([_x(p) for p in pts], [p["relative_mse"] for p in pts],
-                                yerr=[min(2 * (p["relative_mse_stderr"] or 0.0),
-                                          0.99 * p["relative_mse"]) for p in pts],
-                                color=colour, ls=style["linestyle"], marker=style["marker"], ms=3,
-                                lw=0.8, capsize=1.5, label=f"{KIND_LABELS[kind]}, {ens}")
                 theory = sorted((r for r in mine if r["kind"] == kind and r["ensemble"] == "iid"
                                  and _finite(r["first_order"])), key=lambda r: r["bucket"])
                 if theory:
@@ -103,16 +91,12 @@ def plot(data, out_dir):
             ax.plot([_x(p) for p in base], [p["uniform"] for p in base], color="0.55", lw=1.0,
                     ls="-.")
             shown = [r["relative_mse"] for r in mine if _finite(r["relative_mse"])]
-            shown += [p["uniform"] for p in base]
-            ax.set_ylim(min(shown) / 3, max(shown) * 5)  # theory far above the points: causal.csv
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("keys a row sees (position decile)")
-            ax.set_title(f"head {h} (gain {(0.25, 0.5, 1.0, 2.0)[h % 4]:g}), m = {M}", fontsize=8)
-        axes[0].set_ylabel("relative attention MSE")
-        handles, labels = axes[0].get_legend_handles_labels()
-        handles += [plt.Line2D([], [], color="0.3", lw=1.0, ls=":"),
-                    plt.Line2D([], [], color="0.55", lw=1.0, ls="-.")]
-        labels += ["first order (iid), causal", "causal uniform attention (prefix mean of V)"]
-        legend_below(axes[0], ncol=3, handles=handles, labels=labels, fontsize=6.5)
+            finish_log_panel(ax, shown + [p["uniform"] for p in base],
+                             "keys a row sees (position decile)",
+                             f"head {h} (gain {(0.25, 0.5, 1.0, 2.0)[h % 4]:g}), m = {M}")
+        first = panels[0][0]
+        first.set_ylabel("relative attention MSE")
+        legend_with_lines(first, plt, [
+            (dict(color="0.3", lw=1.0, ls=":"), "first order (iid), causal"),
+            (dict(color="0.55", lw=1.0, ls="-."), "causal uniform attention (prefix mean of V)")])
         return save(fig, out_dir, NAME)

@@ -26,7 +26,8 @@ from rfkernels.analysis import diagnose, synthetic_qkv
 from rfkernels.estimators import registry
 from rfkernels.floor import valid_from
 
-from ._common import ENSEMBLE_STYLES, KIND_COLOURS, KIND_LABELS, counter, legend_below, paper_style, save
+from ._common import (KIND_COLOURS, counter, estimator_curves, finish_log_panel, head_panels,
+                      legend_with_lines, paper_style, save)
 
 NAME = "floor"
 TITLE = "The variance floor against r beside the estimators, on four synthetic heads"
@@ -78,28 +79,13 @@ def _floor_line(ax, rows, colour):
 
 
 def plot(data, out_dir):
-    rows = data["rows"]
-    heads = sorted({r["head"] for r in rows})
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(heads), figsize=(3.0 * len(heads), 3.6), sharey=False)
-        for ax, h in zip(axes, heads):
-            mine = [r for r in rows if r["head"] == h]
+        fig, panels = head_panels(plt, data["rows"])
+        for ax, h, mine in panels:
             drawn = set()  # one floor line per representation
+            estimator_curves(ax, mine, KINDS, ENSEMBLES, x=lambda p: p["r"], order=lambda p: p["r"])
             for kind in KINDS:
                 colour = KIND_COLOURS[kind]
-                for ens in ENSEMBLES:
-                    pts = sorted((r for r in mine if r["kind"] == kind and r["ensemble"] == ens),
-                                 key=lambda r: r["r"])
-                    pts = [p for p in pts if p["relative_mse"] is not None
-                           and math.isfinite(p["relative_mse"]) and p["relative_mse"] > 0]
-                    if not pts:
-                        continue
-                    style = ENSEMBLE_STYLES[ens]
-                    ax.errorbar([p["r"] for p in pts], [p["relative_mse"] for p in pts],
-                                yerr=[min(2 * p["relative_mse_stderr"], 0.99 * p["relative_mse"])
-                                      for p in pts],
-                                color=colour, ls=style["linestyle"], marker=style["marker"], ms=3,
-                                lw=0.8, capsize=1.5, label=f"{KIND_LABELS[kind]}, {ens}")
                 floor = sorted((r for r in mine if r["kind"] == kind and r["ensemble"] == "iid"
                                 and r["floor"] is not None), key=lambda r: r["r"])
                 rep = registry.entry("kind", kind).representation
@@ -109,19 +95,12 @@ def plot(data, out_dir):
             ax.axhline(mine[0]["uniform"], color="0.55", lw=1.0, ls="-.")
             shown = [r["relative_mse"] for r in mine if r["relative_mse"] is not None
                      and math.isfinite(r["relative_mse"]) and r["relative_mse"] > 0]
-            shown += [mine[0]["uniform"]]
-            ax.set_ylim(min(shown) / 3, max(shown) * 5)  # floors far above the points: floor.csv
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("features r")
-            ax.set_title(f"head {h} (gain {(0.25, 0.5, 1.0, 2.0)[h % 4]:g})", fontsize=8)
-        axes[0].set_ylabel("relative attention MSE")
-        handles, labels = axes[0].get_legend_handles_labels()
-        handles += [plt.Line2D([], [], color="0.3", lw=1.6),
-                    plt.Line2D([], [], color="0.3", lw=1.0, ls=":"),
-                    plt.Line2D([], [], color="0.55", lw=1.0, ls="-.")]
-        labels += ["floor of independent draws (first order valid)",
-                   "floor where its first order fails (bounds nothing)",
-                   "uniform attention (mean of V)"]
-        legend_below(axes[0], ncol=3, handles=handles, labels=labels, fontsize=6.5)
+            finish_log_panel(ax, shown + [mine[0]["uniform"]], "features r",
+                             f"head {h} (gain {(0.25, 0.5, 1.0, 2.0)[h % 4]:g})")
+        first = panels[0][0]
+        first.set_ylabel("relative attention MSE")
+        legend_with_lines(first, plt, [
+            (dict(color="0.3", lw=1.6), "floor of independent draws (first order valid)"),
+            (dict(color="0.3", lw=1.0, ls=":"), "floor where its first order fails (bounds nothing)"),
+            (dict(color="0.55", lw=1.0, ls="-."), "uniform attention (mean of V)")])
         return save(fig, out_dir, NAME)
