@@ -196,7 +196,7 @@ def test_bad_parameters():
     with pytest.raises(TypeError, match="n_components must be an integer"):
         RandomFourierFeatures(n_components=2.5).fit(X)
     with pytest.raises(ValueError, match="ensemble must be one of 'iid', 'orthogonal', 'simplex', "
-                                         "'sorf'; got 'orthogonal-xformers'"):
+                                         "'sorf', 'qmc'; got 'orthogonal-xformers'"):
         RandomFourierFeatures(ensemble="orthogonal-xformers").fit(X)
     with pytest.raises(ValueError, match="simplex.*needs d >= 2"):
         RandomFourierFeatures(ensemble="simplex").fit(X[:, :1])

@@ -369,6 +369,55 @@ def _xformers(m, d, norms, rng):
     return _xformers_matrix(m, d, rng, norms).T
 
 
+#: SciPy's Sobol direction numbers reach this many dimensions.
+QMC_MAX_D = 21201
+
+
+def _sobol(d, rng):
+    """SciPy's scrambled Sobol engine in d dimensions, its scramble drawn from the Generator ``rng``."""
+    from scipy.stats import qmc
+
+    try:
+        return qmc.Sobol(d, scramble=True, rng=rng)
+    except TypeError:  # SciPy before 1.15 names it seed
+        return qmc.Sobol(d, scramble=True, seed=rng)
+
+
+def qmc_gaussian_rows(m, d, rng):
+    r"""m rows of scrambled Sobol points in d dimensions through the normal quantile.
+
+    The first m of :math:`2^{\lceil\log_2 m\rceil}` points of one scrambled
+    (Owen) Sobol set, its scramble drawn from the NumPy Generator ``rng``,
+    mapped coordinate by coordinate by :math:`\Phi^{-1}`: each row is
+    marginally :math:`N(0, I_d)` (every scrambled point is uniform on the
+    cube), jointly balanced over the cube's dyadic boxes. At m a power of 2 the
+    set is a whole (t, m, d)-net; other m take its first m points (still
+    unbiased, partly balanced). Uniforms are kept in
+    :math:`[2^{-53}, 1 - 2^{-53}]`, so no quantile is infinite.
+    """
+    if d > QMC_MAX_D:
+        raise ValueError(f"ensemble='qmc' needs d <= {QMC_MAX_D} (SciPy's Sobol direction "
+                         f"numbers); got d={d}")
+    u = _sobol(d, rng).random_base2(max(0, int(m - 1).bit_length()))[:m]
+    tiny = 2.0 ** -53
+    from scipy import special
+
+    return special.ndtri(np.clip(u, tiny, 1.0 - tiny))
+
+
+def _qmc(m, d, norms, rng):
+    """Scrambled Sobol rows through the normal quantile (marginally N(0, I_d)); another law
+    rescales them."""
+    w = qmc_gaussian_rows(m, d, rng)
+    return w if norms.independent_chi else norms.with_lengths(w, d, rng, unit=False)
+
+
+def _qmc_bytes(m, d):
+    """The next power of two of Sobol points, their uniforms and the rows."""
+    m, d = int(m), int(d)
+    return 8 * 3 * (1 << max(0, (m - 1).bit_length())) * d
+
+
 # ---------------------------------------------------------------------------
 # The entries
 # ---------------------------------------------------------------------------
@@ -418,3 +467,15 @@ XFORMERS = registry.register("ensemble", registry.Ensemble(
                     f"drawn on their own; {_LITERAL}"),
     theory_reason="no closed form for the orthogonal-xformers ensemble (Monte Carlo only)",
     sample=_xformers, matrix_bytes=_xformers_bytes, reference=True))
+
+#: Randomized quasi-Monte Carlo frequencies (issue 41): rows marginally N(0, I_d), so every
+#: estimator stays unbiased; no scalar law, so the literal engine only.
+QMC = registry.register("ensemble", registry.Ensemble(
+    name="qmc", seed_index=6,
+    summary="randomized quasi-Monte Carlo: scrambled Sobol points through the normal quantile",
+    blocked=False, cosine=None,
+    reduced_reason=("method='reduced' has no sampler for ensemble='qmc': its rows are one scrambled "
+                    "Sobol set drawn from NumPy's generator (jointly balanced, no scalar law, no bit "
+                    f"identity across backends); {_LITERAL}"),
+    theory_reason="no closed form for the qmc ensemble (Monte Carlo over scrambles only)",
+    sample=_qmc, matrix_bytes=_qmc_bytes))
