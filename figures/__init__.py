@@ -56,6 +56,7 @@ FIGURES = {
     "capacity": "capacity",
     "floor": "floor",
     "causal": "causal",
+    "qmc": "qmc",
 }
 
 

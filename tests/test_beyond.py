@@ -36,7 +36,7 @@ def test_lists_are_the_registrys_and_paper_kinds_kept():
     assert [entry("ensemble", e).seed_index for e in ENSEMBLES] == list(range(len(ENSEMBLES)))
     assert PAPER_KINDS == ("trig", "positive", "hyperbolic")
     assert ENSEMBLES == ("iid", "orthogonal", "orthogonal-unfixed-qr", "simplex", "sorf",
-                         "orthogonal-xformers")
+                         "orthogonal-xformers", "qmc")
     assert ENSEMBLES == rfkernels.estimators.names("ensemble")  # one order, the registry's
     assert rfkernels.NORMS == ("chi", "fixed", "antithetic") == rfkernels.estimators.names("norms")
     assert theory.THEORY_ENSEMBLES == ("iid", "orthogonal", "simplex")

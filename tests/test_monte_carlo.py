@@ -335,7 +335,7 @@ def _never(done, total):
     ({"backend": "torch"}, ValueError, r"backend must be one of 'numpy', 'numba', 'cupy'"),
     ({"method": "exact"}, ValueError, r"method must be one of 'reduced', 'literal'"),
     ({"kind": "cosine"}, ValueError, r"kind must be one of"),
-    ({"ensemble": "qmc"}, ValueError, r"ensemble must be one of"),
+    ({"ensemble": "halton"}, ValueError, r"ensemble must be one of"),
     ({"norms": "unit"}, ValueError, r"norms must be one of 'chi', 'fixed', 'antithetic'"),
     ({"ensemble": "orthogonal-unfixed-qr"}, ValueError, r"use method='literal'"),
     ({"m": 0}, ValueError, r"m must be an integer >= 1"),

@@ -20,6 +20,16 @@ from . import registry
 _LITERAL = "use method='literal'"
 
 
+def _no_sampler(name, why):
+    """The reduced engine's refusal of a literal-only ensemble (one wording for all)."""
+    return f"method='reduced' has no sampler for ensemble={name!r}: {why}; {_LITERAL}"
+
+
+def _no_theory(name, what="Monte Carlo only"):
+    """The theory's refusal of an ensemble without a closed form (one wording for all)."""
+    return f"no closed form for the {name} ensemble ({what})"
+
+
 # ---------------------------------------------------------------------------
 # Peak bytes of the samplers (Ensemble.matrix_bytes)
 # ---------------------------------------------------------------------------
@@ -431,14 +441,16 @@ ORTHOGONAL = registry.register("ensemble", registry.Ensemble(
     blocked=True, cosine=lambda d: 0.0, code=1, sample=_orthogonal,
     matrix_bytes=_block_bytes))
 
+#: Why the reference constructions have no reduced sampler.
+_NOT_INVARIANT = ("its projections are not rotation invariant, so the scalar projections cannot be "
+                  "drawn on their own")
+
 UNFIXED_QR = registry.register("ensemble", registry.Ensemble(
     name="orthogonal-unfixed-qr", seed_index=2,
     summary="the reference code's QR without the sign fix (not Haar: biased)",
     blocked=True, cosine=None,
-    reduced_reason=("method='reduced' has no sampler for ensemble='orthogonal-unfixed-qr': its "
-                    "projections are not rotation invariant, so the scalar projections cannot be "
-                    f"drawn on their own; {_LITERAL}"),
-    theory_reason="no closed form for the orthogonal-unfixed-qr ensemble (Monte Carlo only)",
+    reduced_reason=_no_sampler("orthogonal-unfixed-qr", _NOT_INVARIANT),
+    theory_reason=_no_theory("orthogonal-unfixed-qr"),
     sample=_orthogonal_unfixed, matrix_bytes=_block_bytes, reference=True))
 
 SIMPLEX = registry.register("ensemble", registry.Ensemble(
@@ -451,7 +463,7 @@ SORF = registry.register("ensemble", registry.Ensemble(
     name="sorf", seed_index=4, summary="structured orthogonal random features (Hadamard-diagonal products)",
     blocked=True, cosine=None,
     reduced_reason=f"method='reduced': no reduced sampler yet for ensemble='sorf'; {_LITERAL}",
-    theory_reason="no closed form for the sorf ensemble (Monte Carlo only)",
+    theory_reason=_no_theory("sorf"),
     sample=_sorf, matrix_bytes=_sorf_bytes, block_rows=_next_pow2))
 
 #: xformers' FAVOR feature maps (SMOrf, SMHyperbolic, SMReg at commit 279e0833;
@@ -462,10 +474,8 @@ XFORMERS = registry.register("ensemble", registry.Ensemble(
     summary=("xformers' feature maps: columns of a slice of m x m QR blocks, "
              "signs on the rows (not Gaussian: biased)"),
     blocked=False, cosine=None,
-    reduced_reason=("method='reduced' has no sampler for ensemble='orthogonal-xformers': its "
-                    "projections are not rotation invariant, so the scalar projections cannot be "
-                    f"drawn on their own; {_LITERAL}"),
-    theory_reason="no closed form for the orthogonal-xformers ensemble (Monte Carlo only)",
+    reduced_reason=_no_sampler("orthogonal-xformers", _NOT_INVARIANT),
+    theory_reason=_no_theory("orthogonal-xformers"),
     sample=_xformers, matrix_bytes=_xformers_bytes, reference=True))
 
 #: Randomized quasi-Monte Carlo frequencies (issue 41): rows marginally N(0, I_d), so every
@@ -474,8 +484,8 @@ QMC = registry.register("ensemble", registry.Ensemble(
     name="qmc", seed_index=6,
     summary="randomized quasi-Monte Carlo: scrambled Sobol points through the normal quantile",
     blocked=False, cosine=None,
-    reduced_reason=("method='reduced' has no sampler for ensemble='qmc': its rows are one scrambled "
-                    "Sobol set drawn from NumPy's generator (jointly balanced, no scalar law, no bit "
-                    f"identity across backends); {_LITERAL}"),
-    theory_reason="no closed form for the qmc ensemble (Monte Carlo over scrambles only)",
+    reduced_reason=_no_sampler("qmc", "its rows are one scrambled Sobol set drawn from NumPy's "
+                               "generator (jointly balanced, no scalar law, no bit identity across "
+                               "backends)"),
+    theory_reason=_no_theory("qmc", "Monte Carlo over scrambles only"),
     sample=_qmc, matrix_bytes=_qmc_bytes))
