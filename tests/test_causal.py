@@ -254,3 +254,23 @@ def test_diagnose_causal_runs_the_libraries_causal_paths():
     share = {r["preset"]: r["stabiliser_share_mean"] for r in res.summary}
     assert share["rfkernels"] is None and 0 < share["google-research"] < share["performer-pytorch"]
     assert {r["preset"] for r in res.positions} == set(share)
+
+
+def test_a_draw_that_fails_is_infinite_in_every_position_not_zero(monkeypatch):
+    import rfkernels.analysis.diagnosis.study as study
+
+    real, calls = study.view_attention, []
+
+    def first_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise FloatingPointError("overflow")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study, "view_attention", first_fails)
+    q, k, v = synthetic_qkv(L=40, d=4, heads=1)
+    res = diagnose(q, k, v, m=[4], kinds=["positive"], ensembles=["iid"], draws=3, causal=True,
+                   seed=0, workers=1)
+    assert res.rows[0]["attention_mse"] == math.inf
+    head = [r for r in res.positions if r["head"] == 0]
+    assert all(r["attention_mse"] == math.inf and r["relative_mse"] is None for r in head)

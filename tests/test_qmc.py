@@ -93,3 +93,16 @@ def test_the_transformer_and_the_dimension_limit():
         rf.expected_mse(X)
     with pytest.raises(ValueError, match=f"d <= {QMC_MAX_D}"):
         draw_projections(4, QMC_MAX_D + 1, ensemble="qmc", seed=0)
+
+
+def test_the_uniforms_leave_sobols_grid_so_the_normal_is_not_truncated():
+    """SciPy's scrambled points lie on a 2**-30 grid, whose largest point maps to 6.01: the
+    jitter within each cell makes every uniform continuous (and the tails reach past it)."""
+    from scipy import special
+
+    w = qmc_gaussian_rows(256, 4, np.random.default_rng(7))
+    scaled = special.ndtr(w) * 2.0 ** 30
+    assert np.all(np.abs(scaled - np.round(scaled)) > 1e-6)
+    # each coordinate still fills its 256 strata once (the jitter stays within a cell)
+    for j in range(4):
+        assert sorted(np.floor(256 * special.ndtr(w[:, j])).astype(int)) == list(range(256))

@@ -85,6 +85,19 @@ def _fields(draws, zero, uniform):
             "worse_than_uniform": beyond(mean, uniform, se, zero) if se is not None else not finite}
 
 
+def _first_order_reason(pos, preset, kind, ensemble, fo, bucket):
+    """Why a position row has no first-order prediction (None: it has one)."""
+    if preset in pos["library_reasons"]:  # a library's numerics: the theory is the estimator's
+        return pos["library_reasons"][preset]
+    if fo is None:
+        return pos["first_order_reasons"].get(kind, "no first-order theory for this kind")
+    if ensemble not in pos["iid"]:
+        return "the first-order theory is for iid projections only"
+    if not math.isfinite(fo[bucket]):
+        return "no theory row in this bucket"
+    return None
+
+
 def position_rows(res, base, r_of):
     """One row per cell x bucket of a head: ``res["positions"]`` ``{"cells": {(preset, kind,
     ensemble, m): (buckets, draws) array}, "edges", "zero", "uniform", "first_order"}``;
@@ -99,11 +112,8 @@ def position_rows(res, base, r_of):
                    "bucket": b, "first_row": int(edges[b]), "last_row": int(edges[b + 1] - 1),
                    "keys_min": int(edges[b] + 1), "keys_max": int(edges[b + 1])}
             row.update(_fields(cell[b], pos["zero"][b], pos["uniform"][b]))
-            why = (pos["first_order_reasons"].get(kind) if fo is None else
-                   "the first-order theory is for iid projections only" if ens not in pos["iid"]
-                   else "no theory row in this bucket" if not math.isfinite(fo[b]) else None)
-            row["first_order_mse"] = None if why is not None else float(fo[b]) / m
-            row["first_order_reason"] = why
+            row["first_order_reason"] = _first_order_reason(pos, p, kind, ens, fo, b)
+            row["first_order_mse"] = None if row["first_order_reason"] else float(fo[b]) / m
             out.append(row)
     return out
 

@@ -443,7 +443,7 @@ def _floor(diag):
         group = sorted(group, key=lambda r: r["r"])
         last = group[-1]
         if last["floor_mse"] is None:
-            rows.append([kind, "—", "—", last["floor_reason"], "—"])
+            rows.append([kind, "—", "—", "—", last["floor_reason"], "—"])
             continue
         floors = ", ".join(f"{_num(r['floor_mse'] / r['zero_mse'])} (r = {r['r']})" for r in group)
         r_target, r_valid = _floor_reach(last, target)

@@ -36,7 +36,7 @@ from ..lean_favor import one_blas_thread
 from ..points import independent_rows
 from .memory import PAIR_CHUNK, check_plan_memory
 from .advice import DEFAULT_TARGET, advise, check_target, pool_heads
-from .fields import head_info, head_rows, log_quantiles
+from .fields import head_info, head_rows, library_reason, log_quantiles
 from .report import POSITION_COLUMNS, markdown_report, null_reason, write_csv
 from .rounding import check_dtypes, overflow_rows, precision_rows, rounding_errors
 from .positions import (bucket_edges, bucket_means, head_baselines, pooled_positions,
@@ -379,6 +379,8 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                                                      rounding_errors, plan.causal)
                     except FloatingPointError:  # a library's unshifted features overflow
                         cell[:, t] = (math.inf, 0.0, math.nan, math.nan, 1.0)
+                        if by_position is not None:  # the draw failed in every position too
+                            by_position[(p, kind, ens, m)][:, t] = math.inf
                         continue
                     share = res.stabiliser_share
                     cell[:, t] = (_mse(res.output, ex), res.n_nonpositive_denominators / rows.size,
@@ -436,7 +438,9 @@ def _head(plan, h, arrays, progress):
                      "first_order": {kind: got[3] for kind, got in fo.items()
                                      if not isinstance(got, str)},
                      "first_order_reasons": {kind: got for kind, got in fo.items()
-                                             if isinstance(got, str)}}
+                                             if isinstance(got, str)},
+                     "library_reasons": {p: library_reason(p) for p in plan.presets
+                                         if not preset_entry(p).exact}}
     return {"head": h, "index": [int(x) for x in idx], "fitted": fitted, "kernel": kernel,
             "exact_ms": exact_ms, "uniform_mse": uniform_mse, "heavy_share": heavy,
             "mc": mc, "first_order": fo, "floors": head_floors, "overflow": overflow,

@@ -397,22 +397,33 @@ def qmc_gaussian_rows(m, d, rng):
     r"""m rows of scrambled Sobol points in d dimensions through the normal quantile.
 
     The first m of :math:`2^{\lceil\log_2 m\rceil}` points of one scrambled
-    (Owen) Sobol set, its scramble drawn from the NumPy Generator ``rng``,
-    mapped coordinate by coordinate by :math:`\Phi^{-1}`: each row is
-    marginally :math:`N(0, I_d)` (every scrambled point is uniform on the
-    cube), jointly balanced over the cube's dyadic boxes. At m a power of 2 the
-    set is a whole (t, m, d)-net; other m take its first m points (still
-    unbiased, partly balanced). Uniforms are kept in
-    :math:`[2^{-53}, 1 - 2^{-53}]`, so no quantile is infinite.
+    (Owen) Sobol set, its scramble drawn from the NumPy Generator ``rng``.
+    SciPy's scrambled points lie on the grid of :math:`2^{-b}` (b = 30 bits),
+    so each coordinate is completed by a uniform jitter within its cell, drawn
+    next from ``rng``: every point is then uniform on the cube (the
+    quantile of grid points alone would truncate the normal at 6.01, biasing
+    the exponential features at long pairs), and the net's balance above the
+    cell size is kept. The normal quantile is taken of u below 1/2 and as
+    :math:`-\Phi^{-1}(1 - u)` above, with :math:`1 - u` formed exactly from
+    the grid, so both tails reach about 10 standard deviations: each row is
+    marginally :math:`N(0, I_d)`. At m a power of 2 the set is a whole net;
+    other m take its first m points (still unbiased, partly balanced).
     """
     if d > QMC_MAX_D:
         raise ValueError(f"ensemble='qmc' needs d <= {QMC_MAX_D} (SciPy's Sobol direction "
                          f"numbers); got d={d}")
-    u = _sobol(d, rng).random_base2(max(0, int(m - 1).bit_length()))[:m]
-    tiny = 2.0 ** -53
     from scipy import special
 
-    return special.ndtri(np.clip(u, tiny, 1.0 - tiny))
+    engine = _sobol(d, rng)
+    grid = engine.random_base2(max(0, int(m - 1).bit_length()))
+    cell = 2.0 ** -int(getattr(engine, "bits", 30))
+    jitter = rng.random(grid.shape) * cell
+    lower = grid + jitter  # exact: grid points are multiples of the cell
+    upper = (1.0 - grid) - jitter  # 1 - u, exact to rounding near 1
+    tiny = np.finfo(np.float64).tiny
+    w = np.where(lower < 0.5, special.ndtri(np.maximum(lower, tiny)),
+                 -special.ndtri(np.maximum(upper, tiny)))
+    return w[:m]
 
 
 def _qmc(m, d, norms, rng):
