@@ -58,8 +58,8 @@ from .features import (
     feature_map,
 )
 from .softmax import SOFTMAX_BLOCK_ELEMENTS, softmax_attention  # noqa: F401  (re-exported: the exact reference)
-from .attention_inputs import (check_fit_rows, check_matrix_xp, check_qkv, check_query_rows,
-                               check_squared_norms)
+from .attention_inputs import (causal_blocks, check_fit_rows, check_matrix_xp, check_qkv,
+                               check_query_rows, check_squared_norms)
 from .estimators import estimator
 from .pairs import check_map_param, fit_map_param, is_derf, refuse_derf_parameters, require_projections
 from .estimators.registry import check_kind, entries as registry_entries, entry as registry_entry
@@ -653,14 +653,7 @@ def _causal(q, k, v, feats, r, block, xp, rows=None):
     n_out = n if rows is None else len(rows)
     num = xp.empty((n_out, v.shape[1]), dtype=xp.float64)
     den = xp.empty(n_out, dtype=xp.float64)
-    bounds = None if rows is None else np.searchsorted(rows, np.arange(0, n + block, block))
-    for b, start in enumerate(range(0, n, block)):
-        stop = min(n, start + block)
-        if bounds is None:
-            out, mine = slice(start, stop), xp.arange(start, stop)
-        else:
-            out = slice(int(bounds[b]), int(bounds[b + 1]))
-            mine = xp.asarray(rows[out])
+    for start, stop, out, mine, future in causal_blocks(n, block, rows, xp):
         phi_k, rescale = feats.keys(k[start:stop])
         if rescale is not None:  # the block's rows use the shift including its own keys
             state *= rescale
@@ -669,7 +662,7 @@ def _causal(q, k, v, feats, r, block, xp, rows=None):
         if out.stop > out.start:
             phi_q = feats.queries(q[mine])
             local = phi_q @ phi_k.T  # (rows of the block, keys of the block)
-            local[xp.arange(start, stop)[None, :] > mine[:, None]] = 0.0  # keep keys j <= i
+            local[future] = 0.0  # keep keys j <= i
             num[out] = phi_q @ state + local @ v_b
             den[out] = phi_q @ norm + xp.sum(local, axis=1)
         state += phi_k.T @ v_b

@@ -7,7 +7,7 @@ import numpy as np
 from .backends import to_numpy
 from .validation import check_bool, check_finite, check_same_d
 
-__all__ = ["check_fit_rows", "check_matrix_xp", "check_qkv", "check_query_rows",
+__all__ = ["causal_blocks", "check_fit_rows", "check_matrix_xp", "check_qkv", "check_query_rows",
            "check_squared_norms"]
 
 
@@ -87,3 +87,22 @@ def check_query_rows(value, L):
                          f"from {int(arr.min())} to {int(arr.max())}"
                          + ("" if np.all(np.diff(arr) > 0) else ", not strictly ascending"))
     return arr
+
+
+def causal_blocks(n, block, rows, xp):
+    """The blocks of causal attention over n rows: ``(start, stop, out, mine, future)`` each.
+
+    Keys ``start:stop`` form the block; ``mine`` are its query rows that are
+    computed (all of them, or those of the ascending ``rows`` inside it),
+    ``out`` their slice of the output, and ``future`` the (len(mine),
+    stop - start) mask of the block's keys after each row (j > i), to be zeroed.
+    """
+    bounds = None if rows is None else np.searchsorted(rows, np.arange(0, n + block, block))
+    for b, start in enumerate(range(0, n, block)):
+        stop = min(n, start + block)
+        if bounds is None:
+            out, mine = slice(start, stop), xp.arange(start, stop)
+        else:
+            out = slice(int(bounds[b]), int(bounds[b + 1]))
+            mine = xp.asarray(rows[out])
+        yield start, stop, out, mine, xp.arange(start, stop)[None, :] > mine[:, None]

@@ -81,6 +81,7 @@ from typing import Optional
 
 import numpy as np
 
+from .attention_inputs import causal_blocks
 from .estimators import registry
 from .features import feature_map
 
@@ -374,25 +375,17 @@ def _causal_preset(q, k, v, w, kind, entry, shift, A, block, r, xp, rows=None):
     n_out = n if rows is None else len(rows)
     num, den, bare_den = xp.empty((n_out, dv)), xp.empty(n_out), xp.empty(n_out)
     state = norm = bare = None
-    bounds = None if rows is None else np.searchsorted(rows, np.arange(0, n + block, block))
-    for b, start in enumerate(range(0, n, block)):
-        stop = min(n, start + block)
+    for start, stop, out, mine, future in causal_blocks(n, block, rows, xp):
         phi_k, phi0_k = _keys(k[start:stop], w, kind, entry, shift, A, r, xp)
         if not bool(xp.all(xp.isfinite(phi_k))):
             raise FloatingPointError(_overflow(entry, kind, "keys"))
         if state is None:
             state, norm, bare = (xp.zeros((phi_k.shape[1], dv)), xp.zeros(phi_k.shape[1]),
                                  xp.zeros(phi_k.shape[1]))
-        if bounds is None:
-            out, mine = slice(start, stop), xp.arange(start, stop)
-        else:
-            out = slice(int(bounds[b]), int(bounds[b + 1]))
-            mine = xp.asarray(rows[out])
         if out.stop > out.start:
             phi, phi0 = _queries(q[mine], w, kind, entry, A, r, xp)
             if not bool(xp.all(xp.isfinite(phi))):
                 raise FloatingPointError(_overflow(entry, kind, "queries"))
-            future = xp.arange(start, stop)[None, :] > mine[:, None]
             local = r(phi @ phi_k.T)
             local[future] = 0.0
             local0 = phi0 @ phi0_k.T

@@ -79,10 +79,16 @@ def _fields(draws, zero, uniform):
     finite = bool(np.all(np.isfinite(draws)))
     mean = float(draws.mean()) if finite else (math.nan if np.any(np.isnan(draws)) else math.inf)
     se = float(draws.std(ddof=1) / math.sqrt(n)) if finite and n >= 2 else None
+    return _derived(mean, se, zero, uniform)
+
+
+def _derived(mean, se, zero, uniform):
+    """The MSE, its standard error (None: not resolved), relative to ``zero``, beside ``uniform``."""
     return {"attention_mse": mean, "attention_mse_stderr": se,
             "relative_mse": mean / zero if se is not None and zero > 0 else None,
             "zero_mse": zero, "uniform_mse": uniform,
-            "worse_than_uniform": beyond(mean, uniform, se, zero) if se is not None else not finite}
+            "worse_than_uniform": (beyond(mean, uniform, se, zero) if se is not None
+                                   else not math.isfinite(mean))}
 
 
 def _first_order_reason(pos, preset, kind, ensemble, fo, bucket):
@@ -126,25 +132,15 @@ def pooled_positions(rows):
         key = (row["preset"], row["kind"], row["ensemble"], row["m"], row["bucket"])
         groups.setdefault(key, []).append(row)
     out = []
-    for key, group in groups.items():
+    for group in groups.values():
         n = len(group)
-        mse = [g["attention_mse"] for g in group]
-        ses = [g["attention_mse_stderr"] for g in group]
-        zero = sum(g["zero_mse"] for g in group) / n
-        uniform = sum(g["uniform_mse"] for g in group) / n
         fo = [g["first_order_mse"] for g in group]
         row = {k: group[0][k] for k in ("preset", "kind", "ensemble", "norms", "m", "r", "bucket",
                                         "first_row", "last_row", "keys_min", "keys_max")}
         row["head"] = "all"
         row["heads"] = n
-        mean = sum(mse) / n
-        se = None if any(s is None for s in ses) else math.sqrt(sum(s * s for s in ses)) / n
-        row.update({"attention_mse": mean, "attention_mse_stderr": se,
-                    "relative_mse": mean / zero if se is not None and zero > 0 else None,
-                    "zero_mse": zero, "uniform_mse": uniform,
-                    "worse_than_uniform": (beyond(mean, uniform, se, zero) if se is not None
-                                           else not math.isfinite(mean)),
-                    "first_order_mse": None if any(f is None for f in fo) else sum(fo) / n,
+        row.update(_averaged(group))
+        row.update({"first_order_mse": None if any(f is None for f in fo) else sum(fo) / n,
                     "first_order_reason": next((g["first_order_reason"] for g in group
                                                 if g["first_order_reason"]), None)})
         out.append(row)
@@ -159,19 +155,20 @@ def _range_rows(pooled, buckets, label):
             groups.setdefault((row["preset"], row["kind"], row["ensemble"], row["m"]), []).append(row)
     out = []
     for (p, kind, ens, m), group in groups.items():
-        n = len(group)
-        mean = sum(g["attention_mse"] for g in group) / n
-        ses = [g["attention_mse_stderr"] for g in group]
-        se = None if any(s is None for s in ses) else math.sqrt(sum(s * s for s in ses)) / n
-        zero = sum(g["zero_mse"] for g in group) / n
-        uniform = sum(g["uniform_mse"] for g in group) / n
         out.append({"preset": p, "kind": kind, "ensemble": ens, "m": m, "r": group[0]["r"],
-                    "range": label, "attention_mse": mean, "attention_mse_stderr": se,
-                    "relative_mse": mean / zero if se is not None and zero > 0 else None,
-                    "zero_mse": zero,
-                    "worse_than_uniform": beyond(mean, uniform, se, zero) if se is not None
-                    else not math.isfinite(mean)})
+                    "range": label, **_averaged(group)})
     return out
+
+
+def _averaged(group):
+    """Rows of independent draws averaged: MSEs and baselines by their mean, standard errors
+    combined, and the fields :func:`_fields` derives from them."""
+    n = len(group)
+    ses = [g["attention_mse_stderr"] for g in group]
+    mean = sum(g["attention_mse"] for g in group) / n
+    se = None if any(s is None for s in ses) else math.sqrt(sum(s * s for s in ses)) / n
+    return _derived(mean, se, sum(g["zero_mse"] for g in group) / n,
+                    sum(g["uniform_mse"] for g in group) / n)
 
 
 def position_advice(pooled, target):

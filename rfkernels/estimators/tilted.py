@@ -119,9 +119,11 @@ def fit(x, y):
     for r0 in range(0, n, chunk):
         cdf = np.cumsum(_softmax_rows(x[r0:r0 + chunk] @ y.T), axis=1)
         sel = np.flatnonzero((rows >= r0) & (rows < r0 + chunk))
-        for t in sel:
+        for s0 in range(0, sel.size, chunk):  # each centre's key: searchsorted on its row's cdf
+            t = sel[s0:s0 + chunk]
             c = cdf[rows[t] - r0]
-            keys[t] = min(int(np.searchsorted(c, within[t] * c[-1])), y.shape[0] - 1)
+            found = np.sum(c < (within[t] * c[:, -1])[:, None], axis=1)
+            keys[t] = np.minimum(found, y.shape[0] - 1)
     centres = x[rows] + y[keys]
     centres.setflags(write=False)
     return {"centres": centres, "fitted_rows": (int(n), int(y.shape[0]))}
