@@ -60,12 +60,12 @@ class LeanFavor:
 
     def __init__(self, q, k, v):
         self.q, self.k = q, k
-        self.half_k = 0.5 * np.sum(k * k, axis=1)
+        self.half_q, self.half_k = 0.5 * np.sum(q * q, axis=1), 0.5 * np.sum(k * k, axis=1)
         self.v1 = np.concatenate([v, np.ones((v.shape[0], 1))], axis=1)
 
     def _num_den(self, w, kind):
         fmap = registry.entry("kind", kind).feature_map
-        phiq = fmap.query_features(self.q @ w.T, w, None, np)
+        phiq = fmap.query_features(self.q @ w.T, w, None, np, half_sq=self.half_q[:, None])
         log_k, sign_k = fmap.key_log_features(self.k @ w.T, w, self.half_k[:, None], None, np)
         phik = np.exp(log_k - log_k.max())  # the key set's shift
         if sign_k is not None:

@@ -25,7 +25,7 @@ from .attention import favor_attention, softmax_attention
 from .features import estimate, feature_map, log_estimate
 from .softmax import log_softmax_kernel, softmax_kernel
 from .theory import pair
-from .projections import draw_phases, draw_projections
+from .projections import draw_kind_projections, draw_phases, draw_projections
 
 from .attention import linear_attention
 from .features import FEATURE_MAPS, feature_dimension
@@ -43,6 +43,7 @@ __all__ = [
     "PRESETS",
     "RandomFeatures",
     "RandomFourierFeatures",
+    "draw_kind_projections",
     "draw_phases",
     "draw_projections",
     "estimate",

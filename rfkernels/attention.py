@@ -54,6 +54,7 @@ from .backends import get_array_module, to_numpy
 from .features import (
     FEATURE_MAPS,
     check_feature_map,
+    base_projections,
     feature_dimension,
     feature_map,
 )
@@ -517,18 +518,18 @@ class _Features:
         self.shifted = self.random and not self.sum and stabilize
         self.key_state = KeyState(kind, stabilize, xp, A) if self.shifted else None
 
-    def _plain(self, x):
-        return feature_map(x, self.w, self.kind, nu=self.nu, sum_normalize=self.sum, A=self.A)
+    def _plain(self, x, role):
+        return feature_map(x, self.w, self.kind, nu=self.nu, sum_normalize=self.sum, A=self.A, role=role)
 
     def queries(self, q):
         if self.shifted:
             return query_features(q, self.w, self.kind, True, self.xp, self.A)
-        return self._plain(q)
+        return self._plain(q, "query")
 
     def keys(self, k):
         if self.shifted:
             return self.key_state.features(k, self.w)
-        return self._plain(k), None
+        return self._plain(k, "key"), None
 
 
 def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, nonpositive,
@@ -556,7 +557,7 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
     else:
         w = check_matrix_xp(W, "W", "(m, d)", xp)
         check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
-        r = feature_dimension(kind, q.shape[1], m=w.shape[0])
+        r = feature_dimension(kind, q.shape[1], m=base_projections(kind, w.shape[0]))
         longest = max(check_squared_norms(q, "Q", "q", xp, caller),
                       check_squared_norms(k, "K", "k", xp, caller))
         with np.errstate(over="ignore"):

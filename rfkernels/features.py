@@ -130,9 +130,10 @@ def oprf_auto_a(X, Y=None):
 
 
 def mapped_kinds():
-    """The registered kinds with one literal feature map (:attr:`Kind.feature_map`), in the registry's order."""
+    """The registered kinds with one literal feature map (:attr:`Kind.feature_map`) serving queries and
+    keys alike, in the registry's order (not the DERF family's two maps, nor the hybrid's key map)."""
     return tuple(k.name for k in registry.entries("kind")
-                 if k.feature_map is not None and not k.feature_map.two_roles)
+                 if k.feature_map is not None and not k.feature_map.two_roles and k.feature_map.symmetric)
 
 
 def fitted_map_kinds():
@@ -239,8 +240,8 @@ def feature_dimension(kind, d, *, m=None, nu=None):
     Returns
     -------
     int
-        ``m`` (positive, oprf, offset), ``2m`` (trig, hyperbolic), ``d`` (identity, elu1),
-        ``2 d nu`` (dpfp).
+        ``m`` (positive, oprf, offset), ``2m`` (trig, hyperbolic), ``27m`` (hybrid), ``d``
+        (identity, elu1), ``2 d nu`` (dpfp).
     """
     d = check_int(d, "d")
     deterministic, nu, _ = check_feature_map(kind, _UNCHECKED, nu, False, d, A=_UNCHECKED)
@@ -252,6 +253,18 @@ def feature_dimension(kind, d, *, m=None, nu=None):
     if m is None:
         raise ValueError(f"m (the number of projections) is required for kind={kind!r}")
     return registry.entry("kind", kind).features_per_projection * check_int(m, "m")
+
+
+def base_projections(kind, rows):
+    """The projections m of a W with ``rows`` rows: ``rows`` less the kind's :attr:`Kind.extra_rows`.
+
+    ValueError where W has no row beyond them (the hybrid reads m + 8 rows).
+    """
+    extra = registry.entry("kind", kind).extra_rows
+    if rows <= extra:
+        raise ValueError(f"kind={kind!r} reads W of shape (m + {extra}, d): m >= 1 projections, then "
+                         f"{extra} independent iid rows (rfkernels.draw_kind_projections); got {rows} rows")
+    return rows - extra
 
 
 def _deterministic_features(x, kind, nu, xp):
@@ -298,8 +311,10 @@ def _sum_normalised(x, w, kind, nu, xp, A=None):
 # --------------------------------------------------------------- linear domain
 
 
-def _features(x, w, kind, xp, A=None, phase=None, target=None):
+def _features(x, w, kind, xp, A=None, phase=None, target=None, role="query"):
     """The random features of the rows of x (the kind's map); ``target`` adds its per-row log factor.
+
+    ``role`` reaches a map whose key map differs from its query map (``symmetric`` False: the hybrid).
 
     The Gaussian kernel's factor ``-|x'|^2/2`` cancels the trig and offset
     maps' ``e^{|x'|^2/2}`` exactly (``exp(0) = 1``), so those stay bounded.
@@ -307,7 +322,10 @@ def _features(x, w, kind, xp, A=None, phase=None, target=None):
     proj = x @ w.T  # (n, m): ω_i·x
     half_sq = 0.5 * xp.sum(x * x, axis=1, keepdims=True)  # |x|²/2
     shift = 0.0 if target is None else target.log_factor(half_sq)
-    return registry.entry("kind", kind).feature_map.features(proj, w, half_sq, shift, A, phase, xp)
+    fmap = registry.entry("kind", kind).feature_map
+    if not fmap.symmetric:
+        return fmap.features(proj, w, half_sq, shift, A, phase, xp, role=role)
+    return fmap.features(proj, w, half_sq, shift, A, phase, xp)
 
 
 def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
@@ -354,8 +372,9 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         (``"saderf"``, ``"aderf"``, ``"sderf"``) are fitted first:
         ``rfkernels.fit_derf(kind, Q, K).keywords`` are these arguments.
     role : {"query", "key"}, default "query"
-        Which of DERF's two maps (:math:`B_1` queries, :math:`B_2` keys);
-        the other kinds have one map for both and ignore it.
+        Which of DERF's two maps (:math:`B_1` queries, :math:`B_2` keys), or
+        of the hybrid's (its key map negates the angular signs of its
+        positive block); the other kinds have one map for both and ignore it.
     kernel : {"softmax", "gaussian"}, default "softmax"
         The kernel the random features estimate: ``exp(x·y)``, or
         ``exp(-gamma |x - y|^2)``, whose features are the softmax ones of
@@ -469,7 +488,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         elif deterministic:
             phi = _deterministic_features(x, kind, nu, xp)
         else:
-            phi = _features(x, w, kind, xp, A, phase, target)
+            phi = _features(x, w, kind, xp, A, phase, target, role)
     if deterministic or sum_normalize:
         if not bool(xp.all(xp.isfinite(phi))):
             raise FloatingPointError(
@@ -574,7 +593,7 @@ def estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None)
     A = fit_map_param(kind, check_map_param(kind, A), x, y)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         k = (_features(x, w, kind, xp, A, phase, target)
-             @ _features(y, w, kind, xp, A, phase, target).T)
+             @ _features(y, w, kind, xp, A, phase, target, "key").T)
     require_finite(k, xp, f"estimate(kind={kind!r})", "log_estimate")
     return squeeze_pairs(k, x1, y1)
 

@@ -42,7 +42,7 @@ from .docstrings import fill
 from .estimators import Estimator, estimator as _spec_of, registry
 from .features import feature_map
 from .pairs import check_map_param, fit_map_param
-from .projections import draw_phases, draw_projections
+from .projections import draw_kind_projections, draw_phases
 from .theory import Geometry, exact_mse, fit_population
 from .validation import check_matrix, check_seed, seed_sequence
 
@@ -281,8 +281,9 @@ class FrozenEstimator:
     def draw(self, seed=None):
         """One draw of the estimator's randomness: a :class:`FrozenFeatureMap`.
 
-        The projections are ``draw_projections(m, d, ensemble=..., norms=...,
-        seed=seed)``; a kind with phases (``'offset'``) draws them next from
+        The projections are ``draw_kind_projections(m, d, kind, ensemble=...,
+        norms=..., seed=seed)`` (``draw_projections``, then the hybrid's
+        angular rows); a kind with phases (``'offset'``) draws them next from
         the same generator. ``seed`` is any seed ``draw_projections`` takes:
         a Generator is drawn from as given (advancing it, and recorded as
         such), anything else through a SeedSequence recorded in the map.
@@ -298,7 +299,8 @@ class FrozenEstimator:
             seq = seed_sequence(seed)
             rng = check_seed(seq)
             record = {"entropy": str(seq.entropy), "spawn_key": list(seq.spawn_key)}
-        W = draw_projections(self.m, self.d, ensemble=self.ensemble, norms=self.norms, seed=rng)
+        W = draw_kind_projections(self.m, self.d, self.spec.kind.name, ensemble=self.ensemble,
+                                  norms=self.norms, seed=rng)
         phases = draw_phases(self.m, seed=rng) if self.spec.kind.random_phase else None
         return FrozenFeatureMap(self.spec, kind, W, phases, keywords, record)
 

@@ -239,7 +239,9 @@ def query_features(q, w, kind, stabilize, xp, A=None, rnd=None):
     r = _same if rnd is None else rnd
     if not stabilize:
         return feature_map(q, w, kind, A=A)
-    return registry.entry("kind", kind).feature_map.query_features(r(q @ w.T), w, A, xp, r)
+    half_sq = r(0.5 * xp.sum(r(q * q), axis=1, keepdims=True))  # for maps whose blocks differ in it
+    return registry.entry("kind", kind).feature_map.query_features(r(q @ w.T), w, A, xp, r,
+                                                                   half_sq=half_sq)
 
 
 def key_log_features(k, w, kind, xp, A=None, rnd=None):
@@ -261,7 +263,7 @@ class KeyState:
         """(φ(k_block) / exp(b_new), exp(b_old − b_new)); rescale earlier sums by the latter."""
         xp = self.xp
         if not self.stabilize:
-            return feature_map(k, w, self.kind, A=self.A), None
+            return feature_map(k, w, self.kind, A=self.A, role="key"), None
         log_part, sign_part = key_log_features(k, w, self.kind, xp, self.A)
         new = xp.maximum(self.shift, xp.max(log_part))
         rescale = xp.exp(self.shift - new)  # exp(-inf) = 0 on the first block, sums are 0 then

@@ -35,6 +35,7 @@ from .validation import check_int, check_memory, check_seed
 
 __all__ = [
     "antithetic_squared_norms",
+    "draw_kind_projections",
     "draw_phases",
     "draw_projections",
     "fwht",
@@ -236,11 +237,43 @@ def draw_projections(m, d, *, ensemble="iid", norms="chi", seed=None, backend="n
     w = ens.sample(m, d, law, rng)
     w = np.ascontiguousarray(w, dtype=np.float64)
 
+    return _on_backend(w, backend)
+
+
+def _on_backend(w, backend):
     if backend == "cupy":
         from .backends import array_namespace
 
         return array_namespace("cupy").asarray(w)
     return w
+
+
+def draw_kind_projections(m, d, kind, *, ensemble="iid", norms="chi", seed=None, backend="numpy"):
+    """The W a kind's map reads: :func:`draw_projections`, then the kind's extra rows.
+
+    The ensemble's (m, d) rows, then :attr:`rfkernels.estimators.Kind.extra_rows`
+    rows iid N(0, I_d) drawn next from the same generator, independent of
+    them (the hybrid's 8 angular projections): an ``(m + extra_rows, d)``
+    array. For every other kind it is ``draw_projections`` itself, the same bits.
+
+    >>> draw_kind_projections(4, 3, "hybrid", seed=0).shape
+    (12, 3)
+    """
+    rng = check_seed(seed)
+    w = draw_projections(m, d, ensemble=ensemble, norms=norms, seed=rng)
+    return _on_backend(with_extra_rows(w, kind, rng), check_backend(backend))
+
+
+def with_extra_rows(w, kind, seed):
+    """``w`` (NumPy, (m, d)) with the kind's :attr:`~rfkernels.estimators.Kind.extra_rows` iid
+    N(0, I) rows appended, drawn from ``seed`` (a Generator: drawn from as given); ``w`` itself
+    for a kind without them. Callers that share one ensemble draw among kinds (a diagnosis) add
+    the rows per kind from a stream of their own."""
+    extra = registry.entry("kind", registry.check_kind(kind)).extra_rows
+    if not extra:
+        return w
+    check_memory(8 * 2 * (w.shape[0] + extra) * w.shape[1], f"the extra rows of kind={kind!r}")
+    return np.concatenate([w, check_seed(seed).standard_normal((extra, w.shape[1]))], axis=0)
 
 
 def draw_phases(m, *, seed=None, backend="numpy"):

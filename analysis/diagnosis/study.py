@@ -18,7 +18,7 @@ from rfkernels.presets import causal_presets, preset as preset_entry
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, estimator, registry
 from rfkernels.features import feature_dimension
 from rfkernels.floor import NORMALISER_SD_MAX
-from rfkernels.projections import draw_projections
+from rfkernels.projections import draw_projections, with_extra_rows
 from rfkernels.strict_json import json_safe
 from rfkernels.validation import check_bool, check_choice, check_int, check_real
 from rfkernels.version import __version__
@@ -375,7 +375,8 @@ def _monte_carlo(plan, h, q, k, v, exact, views, progress):
                 for p, kind in plan.preset_kinds:
                     cell = out[(p, kind, ens, m)]
                     try:  # a DERF kind: OPRF on its transformed head; data-tilted: cross-fitted
-                        res, errors = view_attention(views[kind], rows, v, w, p, plan.dtypes,
+                        wk = with_extra_rows(w, kind, _seed(plan, 6, h, t, m, seed_index("ensemble", ens)))
+                        res, errors = view_attention(views[kind], rows, v, wk, p, plan.dtypes,
                                                      rounding_errors, plan.causal)
                     except FloatingPointError:  # a library's unshifted features overflow
                         cell[:, t] = (math.inf, 0.0, math.nan, math.nan, 1.0)

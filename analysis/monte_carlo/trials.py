@@ -22,7 +22,7 @@ import numpy as np
 from rfkernels import engine
 from rfkernels.backends import array_namespace, to_numpy
 from rfkernels.features import feature_map, log_estimate
-from rfkernels.projections import draw_phases, draw_projections
+from rfkernels.projections import draw_kind_projections, draw_phases
 from rfkernels.rng import key_from_seed
 
 from ..moments import Accumulator
@@ -85,7 +85,9 @@ def choose_proposals(s):
         return Plan.plain(pairs, "plain: as requested")
     if not s.est.supports.tilted or s.method != "reduced":
         if s.est.kind.tilt_reason is not None:
-            why = "trig estimates are bounded: nothing to tilt"
+            fmap = s.est.kind.feature_map
+            why = (f"{s.est.kind.name} estimates are bounded: nothing to tilt"
+                   if fmap is not None and fmap.bounded else f"kind={s.est.kind.name!r} has no tilted proposal")
         elif s.method != "reduced":
             why = "the literal method has no proposal"
         else:  # the norm law (antithetic norms) or the kind's parameters refuse it
@@ -142,8 +144,8 @@ def literal_chunks(s, first=0):
     draw_backend = "cupy" if s.backend == "cupy" else "numpy"
 
     def draw():  # the projections, then (offset) their phases, from the same Generator
-        w = draw_projections(s.m, s.d, ensemble=s.ensemble, norms=s.norms, seed=gen,
-                             backend=draw_backend)
+        w = draw_kind_projections(s.m, s.d, s.kind, ensemble=s.ensemble, norms=s.norms, seed=gen,
+                                  backend=draw_backend)
         b = draw_phases(s.m, seed=gen, backend=draw_backend) if s.est.kind.random_phase else None
         return w, b
 
@@ -160,11 +162,11 @@ def literal_chunks(s, first=0):
         if len(groups) == 1:
             a = groups[0][0]
             return xp.sum(feature_map(X, w, s.kind, A=a, phase=b, **target)
-                          * feature_map(Y, w, s.kind, A=a, phase=b, **target), axis=1)
+                          * feature_map(Y, w, s.kind, A=a, phase=b, role="key", **target), axis=1)
         est = xp.empty(X.shape[0])
         for a, idx in groups:
             est[idx] = xp.sum(feature_map(X[idx], w, s.kind, A=a, **target)
-                              * feature_map(Y[idx], w, s.kind, A=a, **target), axis=1)
+                              * feature_map(Y[idx], w, s.kind, A=a, role="key", **target), axis=1)
         return est
 
     def plain_log_estimates(w, b):

@@ -4,7 +4,7 @@ and the frozen, validated :class:`Estimator` every layer passes down.
 - :mod:`.registry`: the axes and their entry types (:class:`Kind`,
   :class:`Ensemble`, :class:`NormLaw`, :class:`TargetKernel`);
 - one module per kind (:mod:`.trig`, :mod:`.positive`, :mod:`.hyperbolic`,
-  :mod:`.oprf`, :mod:`.offset`, :mod:`.derf`, :mod:`.tilted`), the ensembles (:mod:`.ensembles`), the norm laws
+  :mod:`.oprf`, :mod:`.offset`, :mod:`.derf`, :mod:`.tilted`, :mod:`.hybrid`), the ensembles (:mod:`.ensembles`), the norm laws
   (:mod:`.norms`) and the target kernels (:mod:`.kernels`), each entry
   registering itself on import (here, in this order: the order of
   :func:`names`);
@@ -20,6 +20,7 @@ from . import registry
 from . import trig, positive, hyperbolic, oprf, offset  # noqa: F401  (kinds, in the order of KINDS)
 from . import derf  # noqa: F401  (derf, saderf, aderf, sderf: after KINDS)
 from . import tilted  # noqa: F401  (data-tilted positive features: after the DERF kinds)
+from . import hybrid  # noqa: F401  (angular hybrid features: after data-tilted)
 from . import representations  # noqa: F401  (positive, pairing, trig)
 from . import ensembles, kernels, norms  # noqa: F401
 from .registry import (

@@ -85,6 +85,8 @@ class ExponentialMap:
     bounded = False
     #: One map serves queries and keys.
     two_roles = False
+    #: The estimate is ``phi(x) . phi(y)`` with the same map (False: a key map of its own).
+    symmetric = True
     #: Max-shifted (stabilised) attention features exist.
     attention_reason = None
 
@@ -110,8 +112,9 @@ class ExponentialMap:
         logabs = logabs - math.log(px.shape[1])
         return xp.ones_like(logabs), logabs
 
-    def query_features(self, proj, w, value, xp, r=_same):
-        """Stabilised query features: :math:`e^{e_l - \\max_l e_l}` (the row's factor cancels in attention)."""
+    def query_features(self, proj, w, value, xp, r=_same, half_sq=None):
+        """Stabilised query features: :math:`e^{e_l - \\max_l e_l}` (the row's factor cancels in
+        attention; ``half_sq``, the rows' :math:`|q|^2/2`, is not needed)."""
         e = r(self.exponents(proj, w, value, xp))
         return r(xp.exp(r(e - xp.max(e, axis=1, keepdims=True))))
 
@@ -153,6 +156,8 @@ class SignedMap:
     bounded = True
     #: One map serves queries and keys.
     two_roles = False
+    #: The estimate is ``phi(x) . phi(y)`` with the same map.
+    symmetric = True
 
     def sum_normalised(self, proj, w, value, xp):
         """Refused: a signed map's features can sum to 0."""
@@ -165,8 +170,9 @@ class SignedMap:
         sign = xp.sign(mean)
         return sign, xp.log(xp.abs(mean)) + sq_x[:, None] + sq_y[None, :]
 
-    def query_features(self, proj, w, value, xp, r=_same, phase=None):
-        """Stabilised query features: the bounded part (the row's positive factor cancels)."""
+    def query_features(self, proj, w, value, xp, r=_same, phase=None, half_sq=None):
+        """Stabilised query features: the bounded part (the row's positive factor cancels;
+        ``half_sq`` is not needed)."""
         return self.parts(proj, phase, xp, r)
 
     def key_log_features(self, proj, w, half_sq, value, xp, r=_same, phase=None):
@@ -230,3 +236,5 @@ class PairMap:
     two_roles = True
     #: favor_attention takes it (through ``attention_inputs``).
     attention_reason = None
+    #: Two maps by role (``two_roles``), not one map with the same features on both sides.
+    symmetric = False

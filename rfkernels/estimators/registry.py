@@ -259,6 +259,11 @@ class Kind:
         The integer the engine's kernels also accept for the kind (the
         built-in four: positive 0, hyperbolic 1, trig 2, oprf 3); None: by
         name or entry only.
+    extra_rows : int
+        Rows the map reads after the ensemble's m projections: iid N(0, I),
+        independent of them, drawn after them from the same generator
+        (:func:`rfkernels.projections.draw_kind_projections`); W then has
+        ``m + extra_rows`` rows (the hybrid's angular projections: 8).
     """
 
     name: str
@@ -299,6 +304,7 @@ class Kind:
     first_order: Optional[tuple] = None
     example: Optional[Callable] = None
     code: Optional[int] = None
+    extra_rows: int = 0
 
     def require_map(self):
         """The kind's :attr:`feature_map`; ValueError with its reason where it has none."""
