@@ -256,15 +256,8 @@ def feature_dimension(kind, d, *, m=None, nu=None):
 
 
 def base_projections(kind, rows):
-    """The projections m of a W with ``rows`` rows: ``rows`` less the kind's :attr:`Kind.extra_rows`.
-
-    ValueError where W has no row beyond them (the hybrid reads m + 8 rows).
-    """
-    extra = registry.entry("kind", kind).extra_rows
-    if rows <= extra:
-        raise ValueError(f"kind={kind!r} reads W of shape (m + {extra}, d): m >= 1 projections, then "
-                         f"{extra} independent iid rows (rfkernels.draw_kind_projections); got {rows} rows")
-    return rows - extra
+    """The projections m of a W with ``rows`` rows (:meth:`rfkernels.estimators.Kind.base_rows`)."""
+    return registry.entry("kind", kind).base_rows(rows)
 
 
 def _deterministic_features(x, kind, nu, xp):

@@ -72,7 +72,7 @@ _NO_SCALAR_LAW = ("kind='hybrid' weights its two estimators by sign features of 
 
 def split(proj, w):
     """``(base, angular)`` projections: the first ``m`` columns and the last :data:`ANGULAR`."""
-    m = w.shape[0] - ANGULAR
+    m = KIND.base_rows(w.shape[0])
     return proj[:, :m], proj[:, m:]
 
 

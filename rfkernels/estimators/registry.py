@@ -306,6 +306,15 @@ class Kind:
     code: Optional[int] = None
     extra_rows: int = 0
 
+    def base_rows(self, rows):
+        """The projections m of a W with ``rows`` rows (``rows`` less :attr:`extra_rows`); ValueError
+        where W has no row beyond the extra ones."""
+        if rows <= self.extra_rows:
+            raise ValueError(f"kind={self.name!r} reads W of shape (m + {self.extra_rows}, d): m >= 1 "
+                             f"projections, then {self.extra_rows} independent iid rows "
+                             f"(rfkernels.draw_kind_projections); got {rows} rows")
+        return rows - self.extra_rows
+
     def require_map(self):
         """The kind's :attr:`feature_map`; ValueError with its reason where it has none."""
         if self.feature_map is None:
