@@ -23,10 +23,11 @@ estimated angle :math:`\hat p \approx \theta_{x,y}/\pi`:
   positive one :math:`\hat p`. For equal lengths :math:`\hat p = 0` exactly at
   :math:`\theta = 0` and 1 at :math:`\theta = \pi`, so the MSE vanishes at
   both ends (the paper's Figure 1). The reversed placement (trig weighted
-  by :math:`\hat p`, as in one of the authors' notebooks) differs by exactly
-  :math:`(1 - 2\theta/\pi)(\mathrm{Var}\,\hat A - \mathrm{Var}\,\hat B)`
-  (:func:`log_mse_placed`): better nowhere below :math:`\pi/2`, where
-  :math:`\mathrm{Var}\,\hat A < \mathrm{Var}\,\hat B` always (``docs/qmc.rst``).
+  by :math:`\hat p`, as in one of the authors' notebooks) has an MSE larger by exactly
+  :math:`(1 - 2\theta/\pi)(\mathrm{Var}\,\hat B - \mathrm{Var}\,\hat A)`
+  (:func:`log_mse_placed`): worse at every angle below :math:`\pi/2`, where
+  :math:`\mathrm{Var}\,\hat A < \mathrm{Var}\,\hat B` always, better only
+  above it where trig is still the better estimator (``docs/qmc.rst``).
 - **Features**: :math:`\hat p` and :math:`1 - \hat p` are bilinear in
   :math:`g(x) = [1, \operatorname{sgn}(u_k\cdot x)/\sqrt n]/\sqrt2` (the
   key's signs negated for :math:`\hat p`), so :math:`\hat H = \varphi_q(x)\cdot\varphi_k(y)`
@@ -226,8 +227,8 @@ def log_mse_placed(x, y, m, placement):
 
     ``"1-theta/pi"`` is the registered kind; ``"theta/pi"`` weights the
     trigonometric estimator by the angle (the reversed placement), for the
-    comparison of ``docs/qmc.rst``. The two differ by exactly
-    :math:`(1 - 2p)(\\mathrm{Var}A - \\mathrm{Var}B)`.
+    comparison of ``docs/qmc.rst``. The reversed MSE exceeds the registered
+    one by exactly :math:`(1 - 2p)(\\mathrm{Var}B - \\mathrm{Var}A)`.
     """
     from .spec import estimator  # the spec imports the registry's entries, this module among them
 
