@@ -57,6 +57,7 @@ FIGURES = {
     "floor": "floor",
     "causal": "causal",
     "qmc": "qmc",
+    "hybrid": "hybrid",
 }
 
 

@@ -20,7 +20,7 @@ WIDTHS = {"ratio": 900, "mse_vs_m": 900, "orthogonality_gain": 900, "bias_audit"
           "attention": 640, "mse_vs_angle": 640, "feature_budget": 640,
           "zoo_attention": 900, "capacity": 900, "attention_regime": 900, "figure4": 900,
           "beyond": 900, "estimator_choice": 900, "gaussian": 900, "real_data": 900,
-          "floor": 900, "causal": 900, "qmc": 900}
+          "floor": 900, "causal": 900, "qmc": 900, "hybrid": 900}
 
 
 def make_gallery(out_dir, gallery_dir, names=None):

@@ -185,3 +185,26 @@ def test_rank_compares_at_equal_outputs():
     assert row.m == 16 and row.rank is not None
     assert row.mse == pytest.approx(rfkernels.estimator("hybrid", m=16, d=16).mse(x, y), rel=1e-12)
     assert rows[("hybrid", "orthogonal", "chi")].rank is None
+
+
+def test_figure_is_the_theory_and_its_monte_carlo_agrees():
+    from rfkernels.figures import hybrid as fig
+
+    rows = fig.compute(quick=True)["rows"]
+    for row in rows[:: max(1, len(rows) // 60)]:
+        if row["stderr"] is not None:
+            continue
+        x, y = theory.pair(fig.D, row["length"], row["length"], row["angle"])
+        if row["curve"] in ("hybrid", "reversed"):
+            place = "1-theta/pi" if row["curve"] == "hybrid" else "theta/pi"
+            want = float(hybrid.log_mse_placed(x, y, row["m"], place))
+        else:
+            want = math.log(rfkernels.estimator(row["curve"], m=row["m"], d=fig.D).mse(x, y))
+        assert math.log(row["relative_mse"]) == pytest.approx(want - 2.0 * float(x @ y), rel=1e-10)
+    mc = [r for r in rows if r["stderr"] is not None]
+    assert mc
+    for row in mc:
+        x, y = theory.pair(fig.D, row["length"], row["length"], row["angle"])
+        place = "1-theta/pi" if row["curve"].startswith("hybrid") else "theta/pi"
+        exact = math.exp(float(hybrid.log_mse_placed(x, y, fig.M, place)) - 2.0 * float(x @ y))
+        assert abs(row["relative_mse"] - exact) < 4 * row["stderr"], row
