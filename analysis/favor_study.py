@@ -20,7 +20,7 @@ from rfkernels.attention import (
 from rfkernels.backends import array_namespace, check_backend
 from rfkernels.estimators import check_ensemble, check_kind, check_norms, registry
 from rfkernels.features import feature_dimension
-from rfkernels.projections import draw_projections
+from rfkernels.projections import draw_kind_projections
 from rfkernels.validation import (
     available_memory,
     check_bool,
@@ -96,7 +96,7 @@ class _Study:
         with one_blas_thread():
             for g, (m, kind, ens) in enumerate(grid):
                 key = (SPAWN_PROJECTIONS, s, m, seed_index("kind", kind), seed_index("ensemble", ens))
-                w = draw_projections(m, self.d, ensemble=ens, norms=self.norms, backend=self.backend,
+                w = draw_kind_projections(m, self.d, kind, ensemble=ens, norms=self.norms, backend=self.backend,
                                      seed=np.random.SeedSequence(self.entropy, spawn_key=key))
                 t0 = time.perf_counter()
                 if lean is not None and kind in lean_ok:

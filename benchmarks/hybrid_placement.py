@@ -40,7 +40,7 @@ def _pair(rho_x, rho_y, angle):
 
 
 def _log_mses(x, y, m=M):
-    return {p: float(hybrid.log_mse_placed(x, y, m, p)) for p in hybrid.PLACEMENTS}
+    return {p: float(hybrid.log_mse_placed(theory.geometry(x, y), m, (x, y), p)) for p in hybrid.PLACEMENTS}
 
 
 def placement_table():

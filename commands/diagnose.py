@@ -123,10 +123,11 @@ def _add(p):
                    help="output folder: new, empty, or an earlier output of this command "
                         "(any other file in it is refused before any work)")
     add_list(p, "--m", convert=int_value, default=DEFAULT_M,
-             help="numbers of projections m (r = m or 2m features, by kind)")
+             help="numbers of projections m (r = m, 2m or 27m features, by kind)")
     add_list(p, "--kind", convert=kinds,
              help=f"estimators among {', '.join(kinds.choices)} (default: "
-                  f"{', '.join(attention_kinds())}; saderf and aderf are fitted on each head, "
+                  f"{', '.join(attention_kinds())}; hybrid (27 outputs per projection) when asked; "
+                  "saderf and aderf are fitted on each head, "
                   "data-tilted on each half of its queries and measured on the other)")
     add_list(p, "--ensemble", convert=ensembles,
              help=f"projection ensembles among {', '.join(ensembles.choices)} (default: "

@@ -23,7 +23,7 @@ import numpy as np
 from rfkernels import draw_kind_projections, estimator, theory
 from rfkernels.estimators import hybrid
 
-from ._common import counter, paper_style, save
+from ._common import counter, legend_below, paper_style, save
 
 NAME = "hybrid"
 TITLE = "Angular hybrid random features against trig and positive ones, over the angle"
@@ -74,7 +74,8 @@ def compute(quick=False, seed=0, progress=None):
                     rows.append({"panel": panel, "length": rho, "curve": kind, "m": m,
                                  "angle": float(angle), "relative_mse": rel, "stderr": None})
                 for curve, place in (("hybrid", "1-theta/pi"), ("reversed", "theta/pi")):
-                    rel = math.exp(float(hybrid.log_mse_placed(x, y, M, place)) - log_k2)
+                    log_mse = float(hybrid.log_mse_placed(theory.geometry(x, y), M, (x, y), place))
+                    rel = math.exp(log_mse - log_k2)
                     rows.append({"panel": panel, "length": rho, "curve": curve, "m": M,
                                  "angle": float(angle), "relative_mse": rel, "stderr": None})
         for angle in cfg["mc_angles"]:
@@ -93,18 +94,19 @@ def compute(quick=False, seed=0, progress=None):
 def plot(data, out_dir):
     rows = data["rows"]
     panels = list(dict.fromkeys(r["panel"] for r in rows))
+    labels = {"trig": "trig", "positive": "positive", "hybrid": "hybrid, trig weighted 1 - theta/pi",
+              "reversed": "hybrid, trig weighted theta/pi (reversed)"}
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(panels) * len(LENGTHS), figsize=(10.4, 3.4), sharey=False)
+        fig, axes = plt.subplots(1, len(panels) * len(LENGTHS), figsize=(10.4, 3.6))
         for ax, (panel, rho) in zip(np.atleast_1d(axes), [(p, L) for p in panels for L in LENGTHS]):
             here = [r for r in rows if r["panel"] == panel and r["length"] == rho]
+            sizes = []
             for curve, colour in COLOURS.items():
                 pts = sorted((r for r in here if r["curve"] == curve), key=lambda r: r["angle"])
-                m = pts[0]["m"]
-                style = "--" if curve == "reversed" else "-"
-                label = ("hybrid, trig weighted theta/pi" if curve == "reversed" else
-                         "hybrid, trig weighted 1 - theta/pi" if curve == "hybrid" else curve)
-                ax.plot([p["angle"] for p in pts], [p["relative_mse"] for p in pts], style, color=colour,
-                        lw=1.0, label=f"{label} (m = {m})")
+                if curve in ("trig", "positive"):
+                    sizes.append(f"{curve} {pts[0]['m']}")
+                ax.plot([p["angle"] for p in pts], [p["relative_mse"] for p in pts],
+                        "--" if curve == "reversed" else "-", color=colour, lw=1.0, label=labels[curve])
                 mc = [r for r in here if r["curve"] == f"{curve} (Monte Carlo)"]
                 if mc:
                     ax.errorbar([p["angle"] for p in mc], [p["relative_mse"] for p in mc],
@@ -112,8 +114,10 @@ def plot(data, out_dir):
                                 fmt="o", color=colour, ms=3, capsize=1.5)
             ax.set_yscale("log")
             ax.set_xlabel("angle between x and y (radians)")
-            ax.set_title(f"{panel}, |x| = |y| = {rho}", fontsize=8)
+            ax.set_title(f"{panel}, |x| = |y| = {rho}\nm: {', '.join(sizes)}, hybrid {M}", fontsize=7)
+        handles, names = np.atleast_1d(axes)[0].get_legend_handles_labels()
+        handles.append(plt.Line2D([], [], color="0.3", marker="o", ms=3, lw=0))
+        names.append("Monte Carlo, ± 2 se")
+        legend_below(np.atleast_1d(axes)[0], ncol=5, handles=handles, labels=names, fontsize=7)
         np.atleast_1d(axes)[0].set_ylabel("relative MSE")
-        for ax in np.atleast_1d(axes)[::len(LENGTHS)]:  # each comparison's sizes
-            ax.legend(fontsize=5.5)
         return save(fig, out_dir, NAME)

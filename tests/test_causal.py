@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rfkernels
-from rfkernels import draw_projections, favor_attention, feature_map, softmax_attention
+from rfkernels import draw_kind_projections, draw_projections, favor_attention, feature_map, softmax_attention
 from rfkernels.analysis import diagnose, synthetic_qkv
 from rfkernels.analysis.attention_theory import attention_mse_first_order
 from rfkernels.analysis.diagnosis import diagnose_kinds
@@ -33,13 +33,13 @@ def _features(kind, q, k, w):
         return (est.kind.feature_map.features(q, w, value, "query", np),
                 est.kind.feature_map.features(k, w, value, "key", np))
     values = {} if entry.fit is None else entry.fit(q, k)
-    return feature_map(q, w, kind, **values), feature_map(k, w, kind, **values)
+    return feature_map(q, w, kind, **values), feature_map(k, w, kind, **values, role="key")
 
 
 @pytest.mark.parametrize("kind", diagnose_kinds())
 def test_prefix_sums_are_the_masked_quadratic_computation_on_the_same_w(kind):
     q, k, v = _head()
-    w = draw_projections(16, 4, ensemble="orthogonal", seed=1)
+    w = draw_kind_projections(16, 4, kind, ensemble="orthogonal", seed=1)
     entry = registry.entry("kind", kind)
     values = {} if entry.fit is None or entry.population else entry.fit(q, k)
     res = favor_attention(q, k, v, w, kind, causal=True, nonpositive="divide", **values)

@@ -53,7 +53,7 @@ GEOMETRIES = [(4, 0.5, 0.5, 0.3), (4, 0.8, 0.3, 1.2), (16, 1.0, 1.0, 2.0), (16, 
 def test_exact_mse_matches_mpmath(d, nx, ny, angle, placement):
     x, y = theory.pair(d, nx, ny, angle)
     for m in (1, 16, 1000):
-        got = float(hybrid.log_mse_placed(x, y, m, placement))
+        got = float(hybrid.log_mse_placed(theory.geometry(x, y), m, (x, y), placement))
         want = float(mp.log(_mp_mse(x, y, m, placement)))
         assert got == pytest.approx(want, rel=1e-9, abs=1e-9), (m, got, want)
 
@@ -71,10 +71,11 @@ def test_zero_at_both_ends_for_equal_lengths():
     """p-hat is exactly 0 at theta = 0 and 1 at theta = pi: the registered placement is exact there."""
     x = np.array([0.6, -0.3, 0.8])
     for y in (x, -x):
-        assert float(hybrid.log_mse_placed(x, y, 16, "1-theta/pi")) == -math.inf
+        assert float(hybrid.log_mse_placed(theory.geometry(x, y), 16, (x, y), "1-theta/pi")) == -math.inf
         w = draw_kind_projections(16, 3, "hybrid", seed=0)
         assert float(estimate(x, y, w, "hybrid")) == pytest.approx(math.exp(float(x @ y)), rel=1e-12)
-    assert float(hybrid.log_mse_placed(x, x, 16, "theta/pi")) > 0.0  # reversed: positive's variance
+    reversed_at_zero = hybrid.log_mse_placed(theory.geometry(x, x), 16, (x, x), "theta/pi")
+    assert float(reversed_at_zero) > 0.0  # the positive estimator's variance
 
 
 def test_placement_difference_identity():
@@ -84,9 +85,8 @@ def test_placement_difference_identity():
         d = int(rng.integers(2, 20))
         x, y = rng.normal(size=d) * rng.uniform(0.1, 1.5), rng.normal(size=d) * rng.uniform(0.1, 1.5)
         geom = theory.geometry(x, y)
-        est = rfkernels.estimator("hybrid").spec
-        log_a, log_b, _, p = hybrid.log_mse_parts(geom, 8, est, (x, y))
-        reg, rev = (math.exp(float(hybrid.log_mse_placed(x, y, 8, pl))) for pl in hybrid.PLACEMENTS)
+        log_a, log_b, _, p = hybrid.log_mse_parts(geom, 8, (x, y))
+        reg, rev = (math.exp(float(hybrid.log_mse_placed(geom, 8, (x, y), pl))) for pl in hybrid.PLACEMENTS)
         diff = (1 - 2 * float(p)) * (math.exp(float(log_b)) - math.exp(float(log_a)))
         assert rev - reg == pytest.approx(diff, rel=1e-9, abs=1e-12 * max(reg, rev))
         if float(x @ y) > 0:  # theta < pi/2: Var trig < Var positive always (Lemma 2's ratio < 1/2)
@@ -116,7 +116,7 @@ def test_both_placements_against_monte_carlo(angle):
     sm = math.exp(float(x @ y))
     for placement, (wa, wb) in (("1-theta/pi", (1 - t[:, 2], t[:, 2])), ("theta/pi", (t[:, 2], 1 - t[:, 2]))):
         sq = (wa * t[:, 0] + wb * t[:, 1] - sm) ** 2
-        exact = math.exp(float(hybrid.log_mse_placed(x, y, m, placement)))
+        exact = math.exp(float(hybrid.log_mse_placed(theory.geometry(x, y), m, (x, y), placement)))
         assert abs(_z(sq, exact)) < 4, (placement, sq.mean(), exact)
     # the covariance of the two estimators on shared rows, against its closed form
     cov = sm * sm * (math.cos(float(x @ x - y @ y)) - 1.0) / m
@@ -197,7 +197,7 @@ def test_figure_is_the_theory_and_its_monte_carlo_agrees():
         x, y = theory.pair(fig.D, row["length"], row["length"], row["angle"])
         if row["curve"] in ("hybrid", "reversed"):
             place = "1-theta/pi" if row["curve"] == "hybrid" else "theta/pi"
-            want = float(hybrid.log_mse_placed(x, y, row["m"], place))
+            want = float(hybrid.log_mse_placed(theory.geometry(x, y), row["m"], (x, y), place))
         else:
             want = math.log(rfkernels.estimator(row["curve"], m=row["m"], d=fig.D).mse(x, y))
         assert math.log(row["relative_mse"]) == pytest.approx(want - 2.0 * float(x @ y), rel=1e-10)
@@ -206,5 +206,6 @@ def test_figure_is_the_theory_and_its_monte_carlo_agrees():
     for row in mc:
         x, y = theory.pair(fig.D, row["length"], row["length"], row["angle"])
         place = "1-theta/pi" if row["curve"].startswith("hybrid") else "theta/pi"
-        exact = math.exp(float(hybrid.log_mse_placed(x, y, fig.M, place)) - 2.0 * float(x @ y))
+        log_mse = float(hybrid.log_mse_placed(theory.geometry(x, y), fig.M, (x, y), place))
+        exact = math.exp(log_mse - 2.0 * float(x @ y))
         assert abs(row["relative_mse"] - exact) < 4 * row["stderr"], row

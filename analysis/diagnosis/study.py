@@ -140,17 +140,29 @@ class _Plan:
             setattr(self, key, value)
 
 
+#: Outputs per projection of the kinds diagnose runs by default (the hybrid's 27 would multiply
+#: the run's cost by about 27 at every m: it runs when asked for, ``--kind hybrid``).
+DEFAULT_MAX_OUTPUTS = 2
+
+
+def _one_map_attention(k):
+    return not k.random_phase and k.pair_transform is None and not k.population
+
+
 def attention_kinds():
-    """The kinds diagnose runs by default: all but those with a random phase (offset) and DERF's."""
-    return tuple(k.name for k in registry.entries("kind") if not k.random_phase
-                 and k.pair_transform is None and not k.population)
+    """The kinds diagnose runs by default: all but those with a random phase (offset), DERF's,
+    the data-fitted ones and those spending more than :data:`DEFAULT_MAX_OUTPUTS` outputs per projection."""
+    return tuple(k.name for k in registry.entries("kind") if _one_map_attention(k)
+                 and k.features_per_projection <= DEFAULT_MAX_OUTPUTS)
 
 
 def diagnose_kinds():
-    """The kinds diagnose takes: :func:`attention_kinds` and the kinds fitted on each head
-    whose attention exists (``saderf``, ``aderf``: isotropic A; ``data-tilted``, cross-fitted)."""
-    return attention_kinds() + tuple(k.name for k in registry.entries("kind")
-                                     if k.population and k.diagnose_reason is None)
+    """The kinds diagnose takes: :func:`attention_kinds`, the costlier one-map kinds (``hybrid``) and
+    the kinds fitted on each head whose attention exists (``saderf``, ``aderf``: isotropic A;
+    ``data-tilted``, cross-fitted)."""
+    return attention_kinds() + tuple(k.name for k in registry.entries("kind") if _one_map_attention(k)
+                                     and k.features_per_projection > DEFAULT_MAX_OUTPUTS) + tuple(
+        k.name for k in registry.entries("kind") if k.population and k.diagnose_reason is None)
 
 
 def _check_diagnose_kind(kind):

@@ -25,7 +25,7 @@ estimated angle :math:`\hat p \approx \theta_{x,y}/\pi`:
   both ends (the paper's Figure 1). The reversed placement (trig weighted
   by :math:`\hat p`, as in one of the authors' notebooks) has an MSE larger by exactly
   :math:`(1 - 2\theta/\pi)(\mathrm{Var}\,\hat B - \mathrm{Var}\,\hat A)`
-  (:func:`log_mse_placed`): worse at every angle below :math:`\pi/2`, where
+  (:func:`log_mse`): worse at every angle below :math:`\pi/2`, where
   :math:`\mathrm{Var}\,\hat A < \mathrm{Var}\,\hat B` always, better only
   above it where trig is still the better estimator (``docs/qmc.rst``).
 - **Features**: :math:`\hat p` and :math:`1 - \hat p` are bilinear in
@@ -69,6 +69,10 @@ _NO_SCALAR_LAW = ("kind='hybrid' weights its two estimators by sign features of 
 # ---------------------------------------------------------------------------
 # The map
 # ---------------------------------------------------------------------------
+
+
+def _same(a):
+    return a
 
 
 def split(proj, w):
@@ -147,7 +151,7 @@ class HybridMap:
         with np.errstate(divide="ignore"):
             return xp.sign(val), xp.log(xp.abs(val)) + top
 
-    def query_features(self, proj, w, value, xp, r=maps._same, half_sq=None):
+    def query_features(self, proj, w, value, xp, r=_same, half_sq=None):
         """Stabilised query features: the log-part shifted by its row maximum (a positive per-row
         factor). Needs the rows' ``half_sq`` (:math:`|q|^2/2`): the trig block carries
         :math:`e^{+|q|^2/2}`, the positive block :math:`e^{-|q|^2/2}`, so it does not cancel between them."""
@@ -156,7 +160,7 @@ class HybridMap:
         log_part, sign_part = _log_parts(r(proj), w, half_sq, 0.0, "query", xp)
         return r(xp.exp(log_part - xp.max(log_part, axis=1, keepdims=True)) * sign_part)
 
-    def key_log_features(self, proj, w, half_sq, value, xp, r=maps._same):
+    def key_log_features(self, proj, w, half_sq, value, xp, r=_same):
         """``(log-part, sign-part)`` of the key features."""
         return _log_parts(r(proj), w, half_sq, 0.0, "key", xp)
 
@@ -193,25 +197,33 @@ def _weights(p, placement):
     return (near, far, cov) if placement == PLACEMENTS[0] else (far, near, cov)
 
 
-def log_mse_parts(geom, m, est, vectors, placement=PLACEMENTS[0]):
-    """``(log Var A, log Var B, log |Cov(A, B)|, p)`` of the shared iid rows, and the angle fraction."""
+def log_mse_parts(geom, m, vectors):
+    """``(log Var A, log Var B, log |Cov(A, B)|, p)``: iid shared rows, chi norms (Lemma 2's
+    variances, exact there), and the angle fraction."""
     x, y = vectors
-    log_a = trig.KIND.log_mse(geom, m, est)
-    log_b = positive.KIND.log_mse(geom, m, est)
+    log_a, log_b = trig.lemma2(geom, m), positive.lemma2(geom, m)
     delta = np.einsum("...i,...i->...", x, x) - np.einsum("...i,...i->...", y, y)
     with np.errstate(divide="ignore"):
         log_c = 2.0 * geom.log_sm + np.log(2.0 * np.sin(0.5 * delta) ** 2) - np.log(m)
     return log_a, log_b, log_c, angle_fraction(x, y)
 
 
-def log_mse(geom, m, est, vectors, placement=PLACEMENTS[0]):
-    r"""The log of the exact MSE (iid rows, chi norms; module notes), in log space.
+def log_mse_placed(geom, m, vectors, placement=PLACEMENTS[0]):
+    r"""The log of the exact MSE at ``placement`` (iid rows, chi norms; module notes), in log space.
 
     :math:`c_A \mathrm{Var}A + c_B \mathrm{Var}B - c_C |\mathrm{Cov}|` with the
     placement's weights (:func:`_weights`); -inf where it is exactly 0 (equal
-    lengths at :math:`\theta = 0` or :math:`\pi`).
+    lengths at :math:`\theta = 0` or :math:`\pi`). ``placement``
+    (:data:`PLACEMENTS`): ``"1-theta/pi"`` is the registered kind
+    (``rfkernels.estimator("hybrid", m=m).mse(x, y)``); ``"theta/pi"``
+    weights the trigonometric estimator by the angle (the reversed
+    placement), whose MSE exceeds the registered one by exactly
+    :math:`(1 - 2p)(\mathrm{Var}B - \mathrm{Var}A)`. ``geom`` is
+    ``rfkernels.theory.geometry(x, y)`` and ``vectors`` the pair ``(x, y)``.
     """
-    log_a, log_b, log_c, p = log_mse_parts(geom, m, est, vectors)
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(map(repr, PLACEMENTS))}; got {placement!r}")
+    log_a, log_b, log_c, p = log_mse_parts(geom, m, vectors)
     c_a, c_b, c_c = _weights(p, placement)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ta, tb, tc = np.log(c_a) + log_a, np.log(c_b) + log_b, np.log(c_c) + log_c
@@ -222,22 +234,9 @@ def log_mse(geom, m, est, vectors, placement=PLACEMENTS[0]):
     return np.where(np.isnan(top), np.nan, np.where(top == -np.inf, -np.inf, out))
 
 
-def log_mse_placed(x, y, m, placement):
-    """The log exact MSE of the hybrid at ``placement`` (:data:`PLACEMENTS`), iid rows, chi norms.
-
-    ``"1-theta/pi"`` is the registered kind; ``"theta/pi"`` weights the
-    trigonometric estimator by the angle (the reversed placement), for the
-    comparison of ``docs/qmc.rst``. The reversed MSE exceeds the registered
-    one by exactly :math:`(1 - 2p)(\\mathrm{Var}B - \\mathrm{Var}A)`.
-    """
-    from .spec import estimator  # the spec imports the registry's entries, this module among them
-
-    if placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {', '.join(map(repr, PLACEMENTS))}; got {placement!r}")
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    from ..theory import geometry  # noqa: PLC0415  (theory imports the estimators)
-
-    return log_mse(geometry(x, y), np.asarray(m), estimator(KIND.name), (x, y), placement)
+def log_mse(geom, m, est, vectors):
+    """The registered kind's log exact MSE (:attr:`Kind.log_mse`): :func:`log_mse_placed` at ``"1-theta/pi"``."""
+    return log_mse_placed(geom, m, vectors)
 
 
 def theory_reason(ensemble, norms):
