@@ -227,13 +227,24 @@ def _check_rows(rows, n):
     return out
 
 
-def _one_map(kind):
-    """The precision study computes with one map (a kind with two runs as another: favor_attention)."""
+def precision_reason(kind):
+    """Why the precision study does not round ``kind``'s steps (None: it does)."""
     fmap = registry.entry("kind", kind).feature_map
     if fmap is not None and fmap.two_roles:
-        raise ValueError(f"kind={kind!r} has a query map and a key map: its attention runs as "
-                         f"kind={fmap.runs_as!r} on transformed rows (favor_attention); the "
-                         "precision study takes kinds with one map")
+        return (f"kind={kind!r} has a query map and a key map: its attention runs as "
+                f"kind={fmap.runs_as!r} on transformed rows (favor_attention); the "
+                "precision study takes kinds with one map")
+    if fmap is not None and not fmap.symmetric:
+        return (f"kind={kind!r} has a key map of its own (its angular weight), whose steps the "
+                "emulated precisions do not round; run it in float64")
+    return None
+
+
+def _one_map(kind):
+    """The precision study computes with one map (a kind with two runs as another: favor_attention)."""
+    reason = precision_reason(kind)
+    if reason is not None:
+        raise ValueError(reason)
     return kind
 
 

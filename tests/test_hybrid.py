@@ -209,3 +209,18 @@ def test_figure_is_the_theory_and_its_monte_carlo_agrees():
         log_mse = float(hybrid.log_mse_placed(theory.geometry(x, y), fig.M, (x, y), place))
         exact = math.exp(log_mse - 2.0 * float(x @ y))
         assert abs(row["relative_mse"] - exact) < 4 * row["stderr"], row
+
+
+def test_diagnose_runs_it_when_asked_and_refuses_emulated_precision():
+    from rfkernels.analysis import diagnose
+    from rfkernels.analysis.diagnosis import attention_kinds, diagnose_kinds
+
+    assert "hybrid" not in attention_kinds() and "hybrid" in diagnose_kinds()  # 27 outputs: opt-in
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(48, 6)) * 0.3, rng.normal(size=(48, 6)) * 0.3, rng.normal(size=(48, 3))
+    kw = dict(m=[8], kinds=["hybrid"], ensembles=["iid", "orthogonal"], draws=3, seed=0, workers=1)
+    rows = diagnose(q, k, v, **kw).rows
+    assert {r["r"] for r in rows} == {27 * 8}
+    assert all(math.isfinite(r["attention_mse"]) for r in rows)
+    with pytest.raises(ValueError, match="dtypes: kind='hybrid' has a key map of its own"):
+        diagnose(q, k, v, dtypes=["float64", "float32"], **kw)

@@ -34,6 +34,7 @@ from ..attention_data import (
 )
 from ..lean_favor import one_blas_thread
 from ..points import independent_rows
+from ..precision import precision_reason
 from .memory import PAIR_CHUNK, check_plan_memory
 from .advice import DEFAULT_TARGET, advise, check_target, pool_heads
 from .fields import head_info, head_rows, library_reason, log_quantiles
@@ -200,6 +201,9 @@ def _grid_checks(plan):
     for kind in plan.kinds:
         for ens in plan.ensembles:
             estimator(kind, ensemble=ens, norms=plan.norms, d=plan.d)
+        fmap = registry.entry("kind", kind).feature_map  # two maps run as another kind (views)
+        if len(plan.dtypes) > 1 and not fmap.two_roles and precision_reason(kind) is not None:
+            raise ValueError(f"dtypes: {precision_reason(kind)}")
     # a DERF kind runs as OPRF on its transformed head (views), with rfkernels' numerics
     plan.preset_kinds = [(p, kind) for p in plan.presets for kind in plan.kinds
                          if kind in preset_entry(p).kinds]
