@@ -32,6 +32,8 @@ from rfkernels import draw_projections, estimate, theory
 from rfkernels.estimators.ensembles import qmc_gaussian_rows
 from rfkernels.projections import orthogonal_blocks
 
+from qmc_regimes import ratio_text  # the same "unresolved" rule (run from benchmarks/)
+
 M = 64
 CONSTRUCTIONS = ("quantile", "dir+chi", "dir+anti", "dir+qmc")
 
@@ -69,14 +71,6 @@ def mse(x, y, kind, ensemble, draws):
     return sq.mean(), sq.std(ddof=1) / math.sqrt(draws)
 
 
-def _ratio(a, b):
-    (ma, sa), (mb, sb) = a, b
-    if sa > ma / 3 or sb > mb / 3:
-        return "unresolved"
-    r = ma / mb
-    return f"{r:.3g} ± {r * math.hypot(sa / ma, sb / mb):.2g}"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=400)
@@ -91,7 +85,7 @@ def main(argv=None):
             x, y = turn @ x, turn @ y
             for kind in ("trig", "positive"):
                 base = mse(x, y, kind, "iid", args.draws)
-                cells = [_ratio(mse(x, y, kind, c, args.draws), base) for c in CONSTRUCTIONS]
+                cells = [ratio_text(mse(x, y, kind, c, args.draws), base) for c in CONSTRUCTIONS]
                 print(f"| {d} | {rho} | {kind} | " + " | ".join(cells) + " |")
     print(f"\n({time.perf_counter() - start:.1f} s, m = {M}, {args.draws} draws per cell)")
 
