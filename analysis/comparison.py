@@ -74,7 +74,7 @@ Z_THRESHOLD = 4.0
 
 
 def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_KERNEL,
-                   gamma=None):
+                   gamma=None, vectors=None):
     """mse_exact, mse_lemma2, theorem2_bound and a note, for arrays of points.
 
     ``kind`` is a kind's name (with ``ensemble``, ``norms``, ``kernel`` and
@@ -91,7 +91,9 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
     closed form, OPRF and simplex have one for chi norms only; OPRF uses
     each point's optimal A*) and also a value
     beyond float64, which ``note`` then reports with its natural log — a
-    table never holds a silent inf.
+    table never holds a silent inf. ``vectors``: the pair(s) ``(x, y)`` of
+    ``geom``, for a kind whose MSE depends on the vectors themselves
+    (:attr:`rfkernels.estimators.Kind.theory_needs_vectors`).
     """
     if isinstance(kind, Estimator) and (ensemble, norms, kernel, gamma) != (
             None, None, DEFAULT_KERNEL, None):
@@ -104,7 +106,7 @@ def theory_columns(geom, m, kind, ensemble=None, norms=None, *, kernel=DEFAULT_K
     out_of_range = np.zeros(shape, dtype=bool)
     if est.supports.exact_mse:
         try:
-            logs["mse_exact"][...] = theory.exact_mse(geom, None, m, est, log=True)
+            logs["mse_exact"][...] = theory.exact_mse(geom, None, m, est, log=True, vectors=vectors)
         except OverflowError:  # a point beyond the simplex quadrature's range: the others still count
             g_all = theory.Geometry(*(np.broadcast_to(a, shape) for a in geom))
             m_all = np.broadcast_to(m, shape)
@@ -212,7 +214,8 @@ def evaluate_point(point, *, trials, seed, backend="numpy", method="reduced", ch
     kernel, gamma = point_kernel(point)
     est = estimator(point["kind"], ensemble=point["ensemble"], norms=point["norms"],  # once per row
                     kernel=kernel, gamma=gamma)
-    th = theory_columns(geom, point["m"], est)
+    th = theory_columns(geom, point["m"], est,  # the pair itself for a kind whose theory reads it
+                        vectors=point_vectors(point) if est.kind.theory_needs_vectors else None)
     row = dict(point)
     row["output_dimension"] = output_dimension(point["kind"], point["m"])
     nan = float("nan")

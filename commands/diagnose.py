@@ -366,9 +366,9 @@ def _print_summary(diag, paths, seconds):
     print(f"diagnosed {meta['heads']} head(s): L={meta['L']}, L_k={meta['L_k']}, d={meta['d']}, "
           f"scale={meta['scale']:.4g}, V {meta['values'].split(':')[0]}; {meta['draws']} draws, "
           f"target relative MSE {meta['target']:g}")
-    # the largest r where estimators are compared (a kind with many outputs per projection,
-    # the hybrid's 27, can reach an r no other measured estimator reaches)
-    compared = [e for e in diag.advice["best"] if len(e.get("ranking") or ()) >= 2]
+    # the largest r where kinds are compared (a kind with many outputs per projection, the
+    # hybrid's 27, can reach an r no other measured kind reaches)
+    compared = [e for e in diag.advice["best"] if len({x["kind"] for x in e.get("ranking") or ()}) >= 2]
     best = max(compared or diag.advice["best"], key=lambda e: e["r"], default=None)
     if best is None or best["best"] is None:
         where = "" if best is None else f" at r = {best['r']}"

@@ -471,7 +471,7 @@ def feature_map(X, W, kind, *, nu=None, sum_normalize=False, A=None, phase=None,
         w = check_projections(W, xp)
         check_same_d([x.shape, w.shape], ["X", "W"])
         phase = check_phase(kind, phase, w.shape[0], xp)
-        check_memory_pairs(x, None, w, xp)
+        check_memory_pairs(x, None, w, xp, kind)
         if scale != 1.0:
             x = scale * x
         A = fit_map_param(kind, A, x, x)
@@ -580,7 +580,7 @@ def estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=None)
     """
     xp, x, y, w, x1, y1, phase = check_pair(X, Y, W, kind, A, phase)
     target, scale = check_target(kernel, gamma)
-    check_memory_pairs(x, y, w, xp)
+    check_memory_pairs(x, y, w, xp, kind)
     if scale != 1.0:
         x, y = scale * x, scale * y
     A = fit_map_param(kind, check_map_param(kind, A), x, y)
@@ -687,7 +687,7 @@ def log_estimate(X, Y, W, kind, *, A=None, phase=None, kernel="softmax", gamma=N
     """
     xp, x, y, w, x1, y1, phase = check_pair(X, Y, W, kind, A, phase)
     target, scale = check_target(kernel, gamma)
-    check_memory_pairs(x, y, w, xp)
+    check_memory_pairs(x, y, w, xp, kind)
     if scale != 1.0:
         x, y = scale * x, scale * y
     fmap = registry.entry("kind", kind).feature_map

@@ -324,7 +324,8 @@ class FrozenFeatureMap:
 
     def __repr__(self):
         return (f"FrozenFeatureMap(kind={self.map_kind!r}, ensemble={self.spec.ensemble.name!r}, "
-                f"norms={self.spec.norms.name!r}, m={self.W.shape[0]}, d={self.W.shape[1]}, "
+                f"norms={self.spec.norms.name!r}, m={self.spec.kind.base_rows(self.W.shape[0])}, "
+                f"d={self.W.shape[1]}, "
                 f"seed={self.seed['entropy']})")
 
     def _target(self):

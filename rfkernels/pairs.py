@@ -117,19 +117,25 @@ def check_target(kernel, gamma):
     return t, float(t.scale(t.check_params(values)))
 
 
-def check_memory_pairs(x, y, w, xp):
+def check_memory_pairs(x, y, w, xp, kind=None):
     """Refuse, before any work, a call whose arrays would not fit in memory (NumPy only).
 
-    Features of X and Y (up to 2m columns each, with a few temporaries) and
-    the (n_x, n_y) result with as many temporaries.
+    Features of X and Y (up to 2m columns each, or the kind's own outputs per
+    projection where it has more: the hybrid's 27, of W's rows less its extra
+    ones; with a few temporaries) and the (n_x, n_y) result with as many temporaries.
     """
     if xp is not np:
         return
-    r = 0 if w is None else 2 * w.shape[0]
+    m = 0 if w is None else w.shape[0]
+    per = 2
+    if kind is not None and m:
+        k = entry("kind", kind)
+        m, per = k.base_rows(m), max(2, k.features_per_projection)
+    r = per * m
     n_x, n_y = x.shape[0], 0 if y is None else y.shape[0]
     nbytes = 8 * (4 * (n_x + n_y) * r + 4 * n_x * n_y)
     if r:
-        what = f"features of n_x={n_x}, n_y={n_y} inputs with m={r // 2} projections"
+        what = f"features of n_x={n_x}, n_y={n_y} inputs with m={m} projections ({r} outputs)"
     else:
         what = f"a kernel of n_x={n_x}, n_y={n_y} inputs"
     check_memory(nbytes, what)

@@ -85,7 +85,7 @@ def test_placement_difference_identity():
         d = int(rng.integers(2, 20))
         x, y = rng.normal(size=d) * rng.uniform(0.1, 1.5), rng.normal(size=d) * rng.uniform(0.1, 1.5)
         geom = theory.geometry(x, y)
-        log_a, log_b, _, p = hybrid.log_mse_parts(geom, 8, (x, y))
+        log_a, log_b, _, p, _ = hybrid.log_mse_parts(geom, 8, (x, y))
         reg, rev = (math.exp(float(hybrid.log_mse_placed(geom, 8, (x, y), pl))) for pl in hybrid.PLACEMENTS)
         diff = (1 - 2 * float(p)) * (math.exp(float(log_b)) - math.exp(float(log_a)))
         assert rev - reg == pytest.approx(diff, rel=1e-9, abs=1e-12 * max(reg, rev))
@@ -223,3 +223,43 @@ def test_diagnose_runs_it_when_asked_and_refuses_emulated_precision():
     assert all(math.isfinite(r["attention_mse"]) for r in rows)
     with pytest.raises(ValueError, match="dtypes: kind='hybrid' has a key map of its own"):
         diagnose(q, k, v, dtypes=["float64", "float32"], **kw)
+
+
+def test_gaussian_kernel_is_the_softmax_hybrid_at_the_scaled_pair():
+    """K = exp(-gamma |x - y|^2) = f SM(x', y'), x' = sqrt(2 gamma) x: the MSE is f^2 times the hybrid's at (x', y')."""
+    x, y = theory.pair(4, 0.9, 0.7, 1.1)
+    gamma = 0.3
+    c = math.sqrt(2 * gamma)
+    xs, ys = c * x, c * y
+    f2 = mp.e ** (-(mp.mpf(float(xs @ xs)) + mp.mpf(float(ys @ ys))))
+    est = rfkernels.estimator("hybrid", m=8, d=4, kernel="gaussian", gamma=gamma)
+    assert est.mse(x, y) == pytest.approx(float(f2 * _mp_mse(xs, ys, 8)), rel=1e-10)
+    res = est.monte_carlo(x, y, trials=3000, seed=4, method="literal")
+    assert abs(res.z) < 4 and abs(res.bias_z) < 4
+
+
+def test_accurate_near_pi_and_where_one_weight_is_zero():
+    x, y = np.array([1.0, 0.0, 0.0]), np.array([-1.0, 1e-17, 0.0])  # 1 - theta/pi ~ 3e-18
+    got = float(hybrid.log_mse_placed(theory.geometry(x, y), 16, (x, y)))
+    assert got == pytest.approx(float(mp.log(_mp_mse(x, y, 16))), rel=1e-12)
+    # p-hat = 1: the positive estimate alone, though the (discarded) trig term is e^800 larger
+    x, y = np.array([20.0, 0, 0, 0, 0]), np.array([-20.0, 0.5, 0, 0, 0])
+    w = draw_kind_projections(16, 5, "hybrid", seed=0)
+    sign, logabs = rfkernels.log_estimate(x, y, w, "hybrid")
+    b = mp.log(mp.fsum(mp.e ** mp.mpf(float(v)) for v in w[:16] @ (x + y)) / 16) - mp.mpf(400.125)
+    assert sign == 1.0 and float(logabs) == pytest.approx(float(b), rel=1e-12)
+    # literal Monte Carlo mixes in log space: no rounding of the trig block where its weight is 0
+    # (y = -x: p-hat = 1 and the positive estimate exact; the linear features leave about 1e-6 here)
+    x = np.array([5.0, 0.0, 0.0])
+    res = rfkernels.estimator("hybrid", m=16, d=3).monte_carlo(x, -x, trials=50, seed=0, method="literal")
+    assert res.mse <= (1e-12 * res.sm) ** 2
+
+
+def test_compare_reads_the_pair_itself():
+    from rfkernels.analysis.comparison import evaluate_point
+
+    point = {"d": 4, "norm_x": 0.5, "norm_y": 0.5, "angle": 1.0, "m": 8, "kind": "hybrid",
+             "ensemble": "iid", "norms": "chi"}
+    row = evaluate_point(point, trials=10, seed=0, theory_only=True)
+    x, y = theory.pair(4, 0.5, 0.5, 1.0)
+    assert row["mse_exact"] == pytest.approx(rfkernels.estimator("hybrid", m=8, d=4).mse(x, y), rel=1e-12)

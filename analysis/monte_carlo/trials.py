@@ -139,7 +139,9 @@ def literal_chunks(s, first=0):
     # whose per-row factors cancel trig's and offset's exactly
     log_scale = np.array([nm.log_scale + f for nm, f in zip(s.norm, s.log_factor)])
     target = {"kernel": s.est.kernel.name, "gamma": getattr(s.est.kernel_params, "gamma", None)}
-    linear = bool(np.all(np.abs(log_scale) < 700.0))
+    # the linear domain where it cannot overflow, and where the map's linear estimate is not formed
+    # by cancellation (the hybrid's angular weights: its log estimate instead)
+    linear = bool(np.all(np.abs(log_scale) < 700.0)) and not s.est.kind.feature_map.linear_cancels
     inv_scale = xp.asarray(np.exp(-log_scale)) if linear else None
     draw_backend = "cupy" if s.backend == "cupy" else "numpy"
 

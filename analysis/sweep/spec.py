@@ -238,10 +238,10 @@ def _check_combinations(g, run):
     _check_gamma_axis(g)
     for kind in g["kind"]:
         if registry.entry("kind", kind).theory_needs_vectors:
-            raise SweepError(f"grid.kind: {kind!r} is no function of the pair's geometry (DERF "
-                             "depends on x and y themselves, its data-fitted kinds on a "
-                             "population): sweeps take geometries; use theory.exact_mse or "
-                             "monte_carlo_mse on the vectors")
+            raise SweepError(f"grid.kind: {kind!r} is no function of the pair's geometry (its MSE "
+                             "depends on x and y themselves, as DERF's and the hybrid's do, or on a "
+                             "population, as the data-fitted kinds' do): sweeps take geometries; use "
+                             "theory.exact_mse or monte_carlo_mse on the vectors")
     for law, ensemble in itertools.product(g["norms"], g["ensemble"]):
         refused = registry.entry("norms", law).refusal(ensemble)
         if refused is not None:  # a grid is the product of its axes: every pair must exist

@@ -53,6 +53,7 @@ import math
 
 import numpy as np
 
+from ..numerics.closed_form import log_neg_expm1_neg
 from . import maps, positive, registry, trig
 
 #: n, the angular projections :math:`u_k` (the authors' language-model setting).
@@ -125,6 +126,13 @@ class HybridMap:
     two_roles = False
     #: The key map differs from the query map: the estimate is ``phi_q(x) . phi_k(y)``.
     symmetric = False
+    #: The features form the weight 1 - p-hat by cancellation among the angular features, in
+    #: terms the size of the trig block's e^{(|x|^2 + |y|^2)/2}: where the weight is exactly 0
+    #: (equal lengths near theta = pi) the linear estimate keeps their rounding (at |x| = |y| = 5,
+    #: -4.6e-7 for a kernel of 1.4e-11). :meth:`log_estimate` mixes the two estimates in log
+    #: space instead, and literal Monte Carlo uses it. Attention computes with the features:
+    #: there the rounding stays, relative to the row's largest terms.
+    linear_cancels = True
     attention_reason = None
 
     def features(self, proj, w, half_sq, shift, value, phase, xp, role="query"):
@@ -145,9 +153,12 @@ class HybridMap:
         with np.errstate(divide="ignore"):
             log_a = xp.log(xp.abs(mean)) + (sq_x + row_x)[:, None] + (sq_y + row_y)[None, :]
         log_b = log_matmul_exp(bx - (sq_x - row_x)[:, None], by - (sq_y - row_y)[:, None], xp) - math.log(m)
-        top = xp.maximum(log_a, log_b)
+        # the shift of the terms that count: a term of weight 0 (p = 0 or 1) must not set it, or the
+        # other one underflows (a weight of exactly 1 on a term 745 below the discarded one)
+        top = xp.maximum(xp.where(p < 1.0, log_a, -xp.inf), xp.where(p > 0.0, log_b, -xp.inf))
         with np.errstate(invalid="ignore", over="ignore"):
-            val = (1.0 - p) * xp.sign(mean) * xp.exp(log_a - top) + p * xp.exp(log_b - top)
+            val = (xp.where(p < 1.0, (1.0 - p) * xp.sign(mean) * xp.exp(log_a - top), 0.0)
+                   + xp.where(p > 0.0, p * xp.exp(log_b - top), 0.0))
         with np.errstate(divide="ignore"):
             return xp.sign(val), xp.log(xp.abs(val)) + top
 
@@ -189,23 +200,45 @@ def angle_fraction(x, y):
     return np.where(zero_x & zero_y, 0.0, np.where(zero_x | zero_y, 0.5, p))
 
 
-def _weights(p, placement):
-    """``(c_trig, c_positive, c_cov)``: E[w_A^2], E[w_B^2] and 2 E[w_A w_B], p-hat binomial(n, p)/n."""
-    spread = p * (1.0 - p) / ANGULAR
-    near, far = (1.0 - p) ** 2 + spread, p * p + spread
-    cov = 2.0 * (p * (1.0 - p) - spread)
+def angle_fractions(x, y):
+    r"""``(p, 1 - p)``, each formed directly (:math:`1 - p = 2rctan(|\hat x + \hat y| / |\hat x - \hat y|)/\pi`),
+    so that neither loses digits near its zero (:math:`	heta` near 0 or near :math:`\pi`)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    p = angle_fraction(x, y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = angle_fraction(x, -y)  # the angle to -y is pi - theta
+    zero = (np.einsum("...i,...i->...", x, x) == 0.0) | (np.einsum("...i,...i->...", y, y) == 0.0)
+    return p, np.where(zero, 1.0 - p, q)
+
+
+def _weights(p, q, placement):
+    """``(c_trig, c_positive, c_cov)``: E[w_A^2], E[w_B^2] and 2 E[w_A w_B], p-hat binomial(n, p)/n,
+    ``q = 1 - p`` formed apart (:func:`angle_fractions`)."""
+    spread = p * q / ANGULAR
+    near, far = q * q + spread, p * p + spread
+    cov = 2.0 * (p * q - spread)
     return (near, far, cov) if placement == PLACEMENTS[0] else (far, near, cov)
 
 
 def log_mse_parts(geom, m, vectors):
-    """``(log Var A, log Var B, log |Cov(A, B)|, p)``: iid shared rows, chi norms (Lemma 2's
-    variances, exact there), and the angle fraction."""
+    r"""``(log Var A, log Var B, log |Cov(A, B)|, p, 1 - p)``: iid shared rows, chi norms (Lemma 2's
+    variances, exact there), and the angle fractions.
+
+    ``geom`` may carry a target kernel's factor folded in (the theory folds it for kinds on
+    x - y: ``half_sq`` and ``x.y`` shifted by it, :func:`rfkernels.theory.exact_mse`); every term
+    takes :math:`SM^2` and the factor from ``geom.log_sm`` and its other invariants from the
+    pair itself: the trig term from ``t`` and ``half_sq``, the positive term from
+    :math:`|x + y|^2` of ``vectors`` (Lemma 2's :math:`e^{|u|^2}(1 - e^{-|u|^2})\,SM^2/m`).
+    """
     x, y = vectors
-    log_a, log_b = trig.lemma2(geom, m), positive.lemma2(geom, m)
+    u2 = np.einsum("...i,...i->...", x + y, x + y)
+    log_a = trig.lemma2(geom, m)
+    with np.errstate(divide="ignore"):
+        log_b = u2 + 2.0 * geom.log_sm + log_neg_expm1_neg(u2) - np.log(m)
     delta = np.einsum("...i,...i->...", x, x) - np.einsum("...i,...i->...", y, y)
     with np.errstate(divide="ignore"):
         log_c = 2.0 * geom.log_sm + np.log(2.0 * np.sin(0.5 * delta) ** 2) - np.log(m)
-    return log_a, log_b, log_c, angle_fraction(x, y)
+    return (log_a, log_b, log_c) + angle_fractions(x, y)
 
 
 def log_mse_placed(geom, m, vectors, placement=PLACEMENTS[0]):
@@ -223,8 +256,8 @@ def log_mse_placed(geom, m, vectors, placement=PLACEMENTS[0]):
     """
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {', '.join(map(repr, PLACEMENTS))}; got {placement!r}")
-    log_a, log_b, log_c, p = log_mse_parts(geom, m, vectors)
-    c_a, c_b, c_c = _weights(p, placement)
+    log_a, log_b, log_c, p, q = log_mse_parts(geom, m, vectors)
+    c_a, c_b, c_c = _weights(p, q, placement)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ta, tb, tc = np.log(c_a) + log_a, np.log(c_b) + log_b, np.log(c_c) + log_c
         top = np.maximum(ta, tb)

@@ -85,6 +85,8 @@ class ExponentialMap:
     bounded = False
     #: One map serves queries and keys.
     two_roles = False
+    #: Its linear-domain estimate is formed by cancellation (False: literal Monte Carlo may use it).
+    linear_cancels = False
     #: The estimate is ``phi(x) . phi(y)`` with the same map (False: a key map of its own).
     symmetric = True
     #: Max-shifted (stabilised) attention features exist.
@@ -156,6 +158,8 @@ class SignedMap:
     bounded = True
     #: One map serves queries and keys.
     two_roles = False
+    #: Its linear-domain estimate is formed by cancellation (False: literal Monte Carlo may use it).
+    linear_cancels = False
     #: The estimate is ``phi(x) . phi(y)`` with the same map.
     symmetric = True
 
@@ -238,3 +242,5 @@ class PairMap:
     attention_reason = None
     #: Two maps by role (``two_roles``), not one map with the same features on both sides.
     symmetric = False
+    #: Its linear-domain estimate is formed by cancellation (False: literal Monte Carlo may use it).
+    linear_cancels = False

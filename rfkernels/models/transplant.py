@@ -32,7 +32,7 @@ import numpy as np
 from ..attention import PRESETS, favor_attention
 from ..estimators import estimator, registry
 from ..features import feature_dimension
-from ..projections import draw_projections
+from ..projections import draw_kind_projections
 from ..validation import check_choice, check_int, seed_sequence
 
 __all__ = ["TOP_K", "TransplantResult", "neighbour_agreement", "served_heads", "transplant"]
@@ -175,7 +175,7 @@ def transplant(model, texts, *, kind="positive", ensemble="orthogonal", m=(16, 6
     params = {} if param is None else {param.name: "auto"}  # fitted on each head's Q and K
     probe = np.zeros((2, model.d_head))
     try:  # the attention's refusals (a kind it does not take, a preset's kinds) before any work
-        favor_attention(probe, probe, probe, draw_projections(1, model.d_head, seed=0), kind,
+        favor_attention(probe, probe, probe, draw_kind_projections(1, model.d_head, kind, seed=0), kind,
                         preset=preset, nonpositive="divide", **params)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"kind {kind!r} (preset {preset!r}): {exc}") from None
@@ -189,8 +189,8 @@ def transplant(model, texts, *, kind="positive", ensemble="orthogonal", m=(16, 6
         stats = {"cosine": [], "cosine_worst": [], "top1": [], "top5": []}
         bad = 0
         for draw in range(draws):
-            w = [[draw_projections(v, model.d_head, ensemble=ensemble, norms=norms,
-                                   seed=np.random.SeedSequence(entropy, spawn_key=(SPAWN, v, draw, i, h)))
+            w = [[draw_kind_projections(v, model.d_head, kind, ensemble=ensemble, norms=norms,
+                                        seed=np.random.SeedSequence(entropy, spawn_key=(SPAWN, v, draw, i, h)))
                   for h in range(model.heads)] for i in range(model.layers)]
             attend = _Replaced(mask, _favor_head(w, kind, preset, params), softmax_attend)
             with np.errstate(all="ignore"):
