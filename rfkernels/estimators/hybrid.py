@@ -127,11 +127,11 @@ class HybridMap:
     #: The key map differs from the query map: the estimate is ``phi_q(x) . phi_k(y)``.
     symmetric = False
     #: The features form the weight 1 - p-hat by cancellation among the angular features, in
-    #: terms the size of the trig block's e^{(|x|^2 + |y|^2)/2}: where the weight is exactly 0
-    #: (equal lengths near theta = pi) the linear estimate keeps their rounding (at |x| = |y| = 5,
-    #: -4.6e-7 for a kernel of 1.4e-11). :meth:`log_estimate` mixes the two estimates in log
-    #: space instead, and literal Monte Carlo uses it. Attention computes with the features:
-    #: there the rounding stays, relative to the row's largest terms.
+    #: terms the size of the trig block's :math:`e^{(|x|^2 + |y|^2)/2}`: where the weight is
+    #: exactly 0 (equal lengths near theta = pi) the linear estimate keeps their rounding (at
+    #: :math:`|x| = |y| = 5`, -4.6e-7 for a kernel of 1.4e-11). :meth:`log_estimate` mixes the
+    #: two estimates in log space instead, and literal Monte Carlo uses it. Attention computes
+    #: with the features: there the rounding stays, relative to the row's largest terms.
     linear_cancels = True
     attention_reason = None
 
