@@ -68,16 +68,8 @@ def placement_table():
 
 def _draw_terms(x, y, m, draws):
     """Per draw: (trig estimate, positive estimate, p-hat) from W with its angular rows."""
-    out = np.empty((draws, 3))
-    half = 0.5 * float(x @ x + y @ y)
-    for t in range(draws):
-        w = draw_kind_projections(m, D, "hybrid", seed=t)
-        base, ang = w[:m], w[m:]
-        a = math.exp(half) * float(np.mean(np.cos(base @ (x - y))))
-        b = math.exp(-half) * float(np.mean(np.exp(base @ (x + y))))
-        p = float(np.mean(np.sign(ang @ x) != np.sign(ang @ y)))
-        out[t] = a, b, p
-    return out
+    return np.array([hybrid.components(x, y, draw_kind_projections(m, D, "hybrid", seed=t))
+                     for t in range(draws)])
 
 
 def monte_carlo_table(draws):

@@ -46,13 +46,9 @@ def settings(quick):
 
 def _monte_carlo(x, y, draws):
     """Per placement: the relative squared errors over ``draws`` draws of W with its angular rows."""
-    half, sm = 0.5 * float(x @ x + y @ y), math.exp(float(x @ y))
-    a, b, p = np.empty(draws), np.empty(draws), np.empty(draws)
-    for t in range(draws):
-        w = draw_kind_projections(M, D, "hybrid", seed=t)
-        a[t] = math.exp(half) * float(np.mean(np.cos(w[:M] @ (x - y))))
-        b[t] = math.exp(-half) * float(np.mean(np.exp(w[:M] @ (x + y))))
-        p[t] = float(np.mean(np.sign(w[M:] @ x) != np.sign(w[M:] @ y)))
+    sm = math.exp(float(x @ y))
+    a, b, p = np.array([hybrid.components(x, y, draw_kind_projections(M, D, "hybrid", seed=t))
+                        for t in range(draws)]).T
     return {name: ((trig_weight * a + (1.0 - trig_weight) * b) / sm - 1.0) ** 2
             for name, trig_weight in (("hybrid", 1.0 - p), ("reversed", p))}
 

@@ -54,7 +54,6 @@ from .backends import get_array_module, to_numpy
 from .features import (
     FEATURE_MAPS,
     check_feature_map,
-    base_projections,
     feature_dimension,
     feature_map,
 )
@@ -557,7 +556,7 @@ def _linear_attention(Q, K, V, W, kind, nu, normalization, causal, stabilize, no
     else:
         w = check_matrix_xp(W, "W", "(m, d)", xp)
         check_same_d([q.shape, k.shape, w.shape], ["Q", "K", "W"])
-        r = feature_dimension(kind, q.shape[1], m=base_projections(kind, w.shape[0]))
+        r = feature_dimension(kind, q.shape[1], m=registry_entry("kind", kind).base_rows(w.shape[0]))
         longest = max(check_squared_norms(q, "Q", "q", xp, caller),
                       check_squared_norms(k, "K", "k", xp, caller))
         with np.errstate(over="ignore"):

@@ -255,11 +255,6 @@ def feature_dimension(kind, d, *, m=None, nu=None):
     return registry.entry("kind", kind).features_per_projection * check_int(m, "m")
 
 
-def base_projections(kind, rows):
-    """The projections m of a W with ``rows`` rows (:meth:`rfkernels.estimators.Kind.base_rows`)."""
-    return registry.entry("kind", kind).base_rows(rows)
-
-
 def _deterministic_features(x, kind, nu, xp):
     """identity, elu(x) + 1 or DPFP-ν of the rows of x (see :func:`feature_map`)."""
     if kind == "identity":

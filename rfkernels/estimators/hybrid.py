@@ -54,7 +54,7 @@ import math
 import numpy as np
 
 from ..numerics.closed_form import log_neg_expm1_neg
-from . import maps, positive, registry, trig
+from . import positive, registry, trig
 
 #: n, the angular projections :math:`u_k` (the authors' language-model setting).
 ANGULAR = 8
@@ -94,25 +94,34 @@ def _angular(angular, role, block, xp):
     return xp.concatenate([xp.ones((s.shape[0], 1)), s], axis=1) / math.sqrt(2.0)
 
 
-def _outer(g, f, xp):
-    """Row-wise Kronecker product (n_rows, len(g) * len(f))."""
-    return (g[:, :, None] * f[:, None, :]).reshape(g.shape[0], -1)
-
-
 def _log_parts(proj, w, half_sq, shift, role, xp):
-    """``(log-part, sign-part)``: the features are ``exp(log-part) * sign-part`` (both (n_rows, r))."""
+    """``(log-part, sign-part)``: the features are ``exp(log-part) * sign-part`` (both (n_rows, r)).
+
+    Each angular feature times each trig output, then each angular feature times each positive
+    output: the log-part repeats the base block per angular feature, the sign-part spreads each
+    angular feature over the base block's outputs.
+    """
     base, angular = split(proj, w)
     m = base.shape[1]
-    rows = base.shape[0]
-    log_trig = xp.broadcast_to(half_sq + shift, (rows, 2 * m)) - 0.5 * math.log(m)
-    sign_trig = xp.concatenate([xp.sin(base), xp.cos(base)], axis=1)
+    log_trig = xp.broadcast_to(half_sq + shift - 0.5 * math.log(m), (base.shape[0], 2 * m))
     log_pos = base - half_sq + shift - 0.5 * math.log(m)
+    trig_sign = trig.parts(base, None, xp, _same)  # [sin, cos]
     g_t, g_p = _angular(angular, role, "trig", xp), _angular(angular, role, "positive", xp)
-    ones = xp.ones((rows, ANGULAR + 1))
-    log_part = xp.concatenate([_outer(ones, log_trig, xp), _outer(ones, log_pos, xp)], axis=1)
-    sign_part = xp.concatenate([_outer(g_t, sign_trig, xp), _outer(g_p, xp.ones_like(log_pos), xp)],
-                               axis=1)
+    log_part = xp.concatenate([xp.tile(log_trig, (1, ANGULAR + 1)), xp.tile(log_pos, (1, ANGULAR + 1))],
+                              axis=1)
+    sign_part = xp.concatenate([xp.repeat(g_t, 2 * m, axis=1) * xp.tile(trig_sign, (1, ANGULAR + 1)),
+                                xp.repeat(g_p, m, axis=1)], axis=1)
     return log_part, sign_part
+
+
+def components(x, y, w):
+    """``(A, B, p-hat)`` of one pair at one W: the trig estimate, the positive estimate and the
+    angle's estimate, in the linear domain (tame pairs: benchmarks and figures)."""
+    base, angular = split(np.stack([x, y]) @ w.T, w)
+    half = 0.5 * float(x @ x + y @ y)
+    a = math.exp(half) * float(np.mean(np.cos(base[0] - base[1])))
+    b = math.exp(-half) * float(np.mean(np.exp(base[0] + base[1])))
+    return a, b, float(np.mean(_signs(angular[0], np) != _signs(angular[1], np)))
 
 
 class HybridMap:
